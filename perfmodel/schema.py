@@ -1,0 +1,157 @@
+"""The feature table: every column, its dtype, unit and meaning. The only place they are defined.
+
+Collectors write rows with these columns, public importers normalise third-party tables into
+them, training reads them, tests check against them. A row is one measured configuration: the
+workload it ran (model, training, hardware, parallelism), what was measured, and its provenance.
+
+Derived analytic features (FLOPs, roofline bound, memory estimate) are *not* stored: they are
+recomputed from these columns by `perfmodel.learn.features`, so a fix to the cost model never
+needs a re-collection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    """One feature-table column."""
+
+    name: str
+    """Column name; numeric names carry their unit."""
+    dtype: str
+    """pandas dtype: 'string', 'Int64', 'float64', 'boolean', 'object' (list of floats)."""
+    unit: str
+    """Physical unit, or '' for categories and counts."""
+    meaning: str
+    """What the value is, in one sentence."""
+    required: bool = False
+    """Rows without it are rejected."""
+
+
+_C = Column
+
+COLUMNS: tuple[Column, ...] = (
+    # --- provenance -------------------------------------------------------------------------
+    _C(name="row_id", dtype="string", unit="", meaning="Stable unique id (hash of source + configuration).", required=True),
+    _C(name="source", dtype="string", unit="", meaning="Dataset the row comes from: 'perfmodel-collector' or a public file stem.", required=True),
+    _C(name="citation", dtype="string", unit="", meaning="Repository:path@commit (or collector version) the number was read from.", required=True),
+    _C(name="source_kind", dtype="string", unit="", meaning="'own' (measured by our collectors) or 'public' (third-party table).", required=True),
+    _C(name="collected_at", dtype="string", unit="ISO-8601", meaning="When it was measured or published (date or timestamp)."),
+    _C(name="collector_version", dtype="string", unit="", meaning="perfmodel version that measured or imported the row."),
+    _C(name="hardware_id", dtype="string", unit="", meaning="Stable fingerprint of the measuring host (own rows) or the system name (public rows)."),
+    _C(name="status", dtype="string", unit="", meaning="'ok', 'oom' (did not fit) or 'error'.", required=True),
+    _C(name="benchmark_kind", dtype="string", unit="", meaning="'training_slice', 'microbench' or 'public_training'.", required=True),
+    _C(name="notes", dtype="string", unit="", meaning="Free text: caveats carried from the source."),
+    # --- model ------------------------------------------------------------------------------
+    _C(name="model_name", dtype="string", unit="", meaning="Model name as measured (catalog key where one exists).", required=True),
+    _C(name="model_family", dtype="string", unit="", meaning="Family for grouped evaluation: llama, gpt, bert, resnet, mlp, ...", required=True),
+    _C(name="arch", dtype="string", unit="", meaning="decoder | encoder | encoder-decoder | cnn | mlp | gbm | other.", required=True),
+    _C(name="params_total", dtype="float64", unit="parameters", meaning="Total parameter count."),
+    _C(name="hidden_size", dtype="Int64", unit="", meaning="Transformer width d."),
+    _C(name="num_layers", dtype="Int64", unit="", meaning="Transformer blocks L."),
+    _C(name="num_heads", dtype="Int64", unit="", meaning="Attention heads."),
+    _C(name="num_kv_heads", dtype="Int64", unit="", meaning="Key/value heads (GQA)."),
+    _C(name="ffn_hidden_size", dtype="Int64", unit="", meaning="MLP inner width."),
+    _C(name="vocab_size", dtype="Int64", unit="", meaning="Vocabulary size."),
+    _C(name="gated_mlp", dtype="boolean", unit="", meaning="SwiGLU/GeGLU MLP."),
+    _C(name="num_experts", dtype="Int64", unit="", meaning="MoE experts per layer (1 = dense)."),
+    _C(name="experts_per_token", dtype="Int64", unit="", meaning="MoE top-k."),
+    _C(name="forward_gflops_per_sample", dtype="float64", unit="GFLOP", meaning="Forward FLOPs per sample for non-transformer archs."),
+    _C(name="activation_mb_per_sample", dtype="float64", unit="MB", meaning="Activation memory per sample for non-transformer archs."),
+    _C(name="gbm_rows", dtype="Int64", unit="rows", meaning="Training rows of a gradient-boosted-tree slice."),
+    _C(name="gbm_features", dtype="Int64", unit="features", meaning="Input features of a gradient-boosted-tree slice."),
+    _C(name="gbm_rounds", dtype="Int64", unit="rounds", meaning="Boosting rounds of a gradient-boosted-tree slice."),
+    # --- training ---------------------------------------------------------------------------
+    _C(name="seq_len", dtype="Int64", unit="tokens", meaning="Tokens per sample."),
+    _C(name="micro_batch_size", dtype="Int64", unit="samples", meaning="Samples per GPU per forward/backward.", required=True),
+    _C(name="grad_accum_steps", dtype="Int64", unit="", meaning="Micro-batches per optimizer step."),
+    _C(name="global_batch_size", dtype="Int64", unit="samples", meaning="Samples per optimizer step over all GPUs."),
+    _C(name="precision", dtype="string", unit="", meaning="fp32 | tf32 | amp_bf16 | amp_fp16 | bf16 | fp16 | fp8.", required=True),
+    _C(name="optimizer", dtype="string", unit="", meaning="adamw | sgd | ... | none (forward+backward only)."),
+    _C(name="activation_checkpointing", dtype="boolean", unit="", meaning="Full activation recomputation."),
+    _C(name="lora_r", dtype="Int64", unit="", meaning="LoRA rank (empty = full fine-tuning)."),
+    _C(name="quantization_bits", dtype="Int64", unit="bits", meaning="Frozen base-weight bits (QLoRA)."),
+    _C(name="trainable_fraction", dtype="float64", unit="fraction", meaning="Parameters receiving gradients / total (non-LoRA freezing)."),
+    _C(name="includes_optimizer_step", dtype="boolean", unit="", meaning="Measured time includes the optimizer step (NeuSight rows do not)."),
+    # --- hardware and parallelism -----------------------------------------------------------
+    _C(name="gpu", dtype="string", unit="", meaning="Accelerator catalog key (or 'cpu').", required=True),
+    _C(name="gpu_name_raw", dtype="string", unit="", meaning="Accelerator name as the source wrote it."),
+    _C(name="num_gpus", dtype="Int64", unit="GPUs", meaning="Accelerators in total.", required=True),
+    _C(name="num_nodes", dtype="Int64", unit="nodes", meaning="Machines."),
+    _C(name="strategy", dtype="string", unit="", meaning="ddp | fsdp | zero1 | zero2 | zero3."),
+    _C(name="tensor_parallel", dtype="Int64", unit="", meaning="Tensor-parallel degree."),
+    _C(name="pipeline_parallel", dtype="Int64", unit="", meaning="Pipeline-parallel degree."),
+    _C(name="context_parallel", dtype="Int64", unit="", meaning="Context (sequence) parallel degree."),
+    _C(name="framework", dtype="string", unit="", meaning="Software stack family: hf-eager, torch-eager, composer-fsdp, megatron, nemo, torchtitan, deepspeed, dle-ngc, lightgbm."),
+    _C(name="torch_version", dtype="string", unit="", meaning="PyTorch version where known."),
+    # --- measurements -----------------------------------------------------------------------
+    _C(name="step_time_s", dtype="float64", unit="s", meaning="Median wall time of one optimizer step (global batch).", required=True),
+    _C(name="step_time_std_s", dtype="float64", unit="s", meaning="Standard deviation of measured step times."),
+    _C(name="step_times_s", dtype="object", unit="s", meaning="Every measured step time (own rows)."),
+    _C(name="warmup_steps", dtype="Int64", unit="steps", meaning="Steps run before timing (excluded)."),
+    _C(name="measured_steps", dtype="Int64", unit="steps", meaning="Steps timed."),
+    _C(name="tokens_per_s", dtype="float64", unit="tokens/s", meaning="Measured throughput over all GPUs in tokens/s."),
+    _C(name="samples_per_s", dtype="float64", unit="samples/s", meaning="Measured throughput over all GPUs in samples/s."),
+    _C(name="peak_memory_gb", dtype="float64", unit="GB", meaning="Measured peak device memory per GPU in GB."),
+    _C(name="achieved_tflops_per_gpu", dtype="float64", unit="TFLOP/s", meaning="Model FLOPs per second per GPU by the pinned convention."),
+    _C(name="reported_mfu", dtype="float64", unit="fraction", meaning="MFU as the source reported it (its own convention)."),
+    _C(name="repeat_index", dtype="Int64", unit="", meaning="0 for the first measurement of a configuration, >0 for noise repeats."),
+)
+
+COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+REQUIRED: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+
+MICROBENCH_COLUMNS: tuple[Column, ...] = (
+    _C(name="hardware_id", dtype="string", unit="", meaning="Host fingerprint.", required=True),
+    _C(name="gpu", dtype="string", unit="", meaning="Accelerator catalog key or 'cpu'.", required=True),
+    _C(name="device_name", dtype="string", unit="", meaning="Device name as the driver reports it."),
+    _C(name="bench", dtype="string", unit="", meaning="matmul | hbm_copy | attention | h2d_copy | d2h_copy | all_reduce.", required=True),
+    _C(name="dtype", dtype="string", unit="", meaning="fp32 | tf32 | bf16 | fp16."),
+    _C(name="shape", dtype="string", unit="", meaning="Problem shape, e.g. '4096x4096x4096'."),
+    _C(name="status", dtype="string", unit="", meaning="ok | oom | unsupported | error.", required=True),
+    _C(name="median_time_s", dtype="float64", unit="s", meaning="Median time of one call."),
+    _C(name="achieved_tflops", dtype="float64", unit="TFLOP/s", meaning="Achieved FLOP rate (compute benches)."),
+    _C(name="achieved_gb_per_s", dtype="float64", unit="GB/s", meaning="Achieved bandwidth (copy benches)."),
+    _C(name="collected_at", dtype="string", unit="ISO-8601", meaning="Timestamp."),
+    _C(name="collector_version", dtype="string", unit="", meaning="perfmodel version."),
+)
+
+
+def empty_frame(columns: tuple[Column, ...] = COLUMNS) -> Any:
+    """An empty DataFrame with the schema's columns and dtypes."""
+    import pandas as pd
+
+    return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in columns})
+
+
+def conform(frame: Any, columns: tuple[Column, ...] = COLUMNS) -> Any:
+    """Return `frame` with exactly the schema's columns, in order, cast to their dtypes.
+
+    Missing optional columns are added empty; unknown columns raise DataError; rows with a
+    missing required value raise DataError naming the column.
+    """
+    import pandas as pd
+
+    from perfmodel.errors import DataError
+
+    names = [c.name for c in columns]
+    unknown = sorted(set(frame.columns) - set(names))
+    if unknown:
+        raise DataError(f"unknown feature-table columns {unknown}; the schema is perfmodel/schema.py")
+    out = pd.DataFrame(index=frame.index)
+    for c in columns:
+        if c.name in frame.columns:
+            series = frame[c.name]
+        else:
+            series = pd.Series([None] * len(frame), index=frame.index)
+        out[c.name] = series if c.dtype == "object" else series.astype(c.dtype)
+        if c.required and out[c.name].isna().any():
+            bad = int(out[c.name].isna().sum())
+            raise DataError(f"{bad} row(s) have no value for required column {c.name!r}")
+    return out.reset_index(drop=True)

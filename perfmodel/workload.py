@@ -1,0 +1,313 @@
+"""The resolved description of a training job: model, training settings, hardware, parallelism.
+
+Every config format (native YAML, Ludwig YAML) resolves into a `Workload`; the analytic model,
+the learned model and the feature table all read the same fields. Frozen, keyword-only
+dataclasses; range checks raise `ConfigError` naming the dotted field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfmodel.errors import ConfigError
+
+PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8")
+"""Training precisions. `amp_*` = fp32 master weights with autocast matmuls; bare `bf16`/`fp16` =
+weights, gradients and optimizer state in half precision; `fp8` = fp8 matmuls (Transformer
+Engine style) with bf16 weights and fp32 master copy."""
+
+STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
+OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
+ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
+
+
+def _check_positive(path: str, value: float | int | None, *, allow_zero: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{path} must be a number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{path} must be {bound}, got {value!r}")
+
+
+def _check_choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{path} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """Architecture of the model being trained. Transformers are given by dimensions; other
+    architectures (CNNs, MLPs) by parameter count and forward FLOPs per sample."""
+
+    name: str
+    """Catalog key or Hugging Face id, for display and grouping."""
+    family: str = "custom"
+    """Model family used for grouped evaluation (llama, gpt2, bert, resnet, ...)."""
+    arch: str = "decoder"
+    """One of ARCHS."""
+    hidden_size: int | None = None
+    """Model width d (transformers)."""
+    num_layers: int | None = None
+    """Number of transformer blocks L (encoder + decoder layers for encoder-decoder)."""
+    num_heads: int | None = None
+    """Attention heads."""
+    num_kv_heads: int | None = None
+    """Key/value heads (grouped-query attention); defaults to num_heads."""
+    ffn_hidden_size: int | None = None
+    """Feed-forward inner width; defaults to 4*d (or 8/3*d rounded when gated_mlp)."""
+    vocab_size: int | None = None
+    """Vocabulary size (0 for non-token inputs)."""
+    gated_mlp: bool = False
+    """True for SwiGLU/GeGLU MLPs (three weight matrices instead of two)."""
+    tied_embeddings: bool = False
+    """True when the LM head shares the input embedding matrix."""
+    num_experts: int = 1
+    """Experts per MoE layer (1 = dense)."""
+    experts_per_token: int = 1
+    """Experts each token is routed to (top-k)."""
+    learned_pos_embeddings: int = 0
+    """Rows of a learned absolute position-embedding table (0 for rotary/ALiBi)."""
+    params_total: int | None = None
+    """Total parameters; required for non-transformer archs, optional override otherwise."""
+    forward_gflops_per_sample: float | None = None
+    """Forward-pass GFLOPs for one sample at reference_input (non-transformer archs)."""
+    activation_mb_per_sample: float | None = None
+    """Activation memory kept for backward per sample in MB at 16-bit (non-transformer archs)."""
+    reference_input: str | None = None
+    """The input the FLOPs figure refers to, e.g. '224x224 image'."""
+    source: str = ""
+    """Where the numbers come from."""
+
+    def __post_init__(self) -> None:
+        _check_choice("model.arch", self.arch, ARCHS)
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidden_size"):
+            _check_positive(f"model.{name}", getattr(self, name))
+        _check_positive("model.vocab_size", self.vocab_size, allow_zero=True)
+        _check_positive("model.num_experts", self.num_experts)
+        _check_positive("model.experts_per_token", self.experts_per_token)
+        _check_positive("model.params_total", self.params_total)
+        _check_positive("model.forward_gflops_per_sample", self.forward_gflops_per_sample)
+        if self.experts_per_token > self.num_experts:
+            raise ConfigError(
+                f"model.experts_per_token ({self.experts_per_token}) cannot exceed "
+                f"model.num_experts ({self.num_experts})"
+            )
+        if self.is_transformer:
+            missing = [k for k in ("hidden_size", "num_layers", "num_heads") if getattr(self, k) is None]
+            if missing:
+                raise ConfigError(
+                    f"model.{missing[0]} is required for a {self.arch} model "
+                    f"(give a catalog name in model.name, or all of hidden_size, num_layers, num_heads)"
+                )
+            if self.hidden_size % self.num_heads:  # type: ignore[operator]
+                raise ConfigError(
+                    f"model.hidden_size ({self.hidden_size}) must be divisible by "
+                    f"model.num_heads ({self.num_heads})"
+                )
+        elif self.arch != "gbm" and (self.params_total is None or self.forward_gflops_per_sample is None):
+            raise ConfigError(
+                f"model.params_total and model.forward_gflops_per_sample are required for a "
+                f"{self.arch} model"
+            )
+
+    @property
+    def is_transformer(self) -> bool:
+        return self.arch in ("decoder", "encoder", "encoder-decoder")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads or 1
+
+    @property
+    def ffn_size(self) -> int:
+        if self.ffn_hidden_size:
+            return self.ffn_hidden_size
+        d = self.hidden_size or 0
+        return int(8 * d / 3) if self.gated_mlp else 4 * d
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSpec:
+    """How the model is trained: shapes, precision, optimizer, amount of data."""
+
+    seq_len: int = 512
+    """Tokens per sample (transformers); ignored for other archs."""
+    micro_batch_size: int = 8
+    """Samples per GPU per forward/backward pass."""
+    grad_accum_steps: int = 1
+    """Micro-batches accumulated per optimizer step."""
+    precision: str = "bf16"
+    """One of PRECISIONS."""
+    optimizer: str = "adamw"
+    """One of OPTIMIZERS."""
+    activation_checkpointing: bool = False
+    """Full activation recomputation in backward (adds one forward pass)."""
+    lora_r: int | None = None
+    """LoRA rank; None = full fine-tuning."""
+    lora_target_modules: int = 2
+    """Weight matrices per layer that carry LoRA adapters (2 = q,v as in PEFT's default)."""
+    quantization_bits: int | None = None
+    """Bits of the frozen base weights (4 or 8, QLoRA); None = unquantized."""
+    trainable_fraction: float | None = None
+    """Fraction of parameters that get gradients when not LoRA (e.g. 0 for a frozen encoder)."""
+    tokens: float | None = None
+    """Total training tokens (all epochs)."""
+    samples: float | None = None
+    """Training samples per epoch."""
+    epochs: float | None = None
+    """Passes over `samples`."""
+    steps: int | None = None
+    """Optimizer steps, when given directly (overrides tokens/samples)."""
+    eval_fraction: float = 0.0
+    """Extra time spent on evaluation, as a fraction of training compute."""
+    gbm_rows: int | None = None
+    """Training rows (gradient-boosted trees)."""
+    gbm_features: int | None = None
+    """Input features (gradient-boosted trees)."""
+    gbm_rounds: int | None = None
+    """Boosting rounds (gradient-boosted trees)."""
+
+    def __post_init__(self) -> None:
+        _check_positive("training.seq_len", self.seq_len)
+        _check_positive("training.micro_batch_size", self.micro_batch_size)
+        _check_positive("training.grad_accum_steps", self.grad_accum_steps)
+        _check_choice("training.precision", self.precision, PRECISIONS)
+        _check_choice("training.optimizer", self.optimizer, OPTIMIZERS)
+        _check_positive("training.lora_r", self.lora_r)
+        _check_positive("training.tokens", self.tokens)
+        _check_positive("training.samples", self.samples)
+        _check_positive("training.epochs", self.epochs)
+        _check_positive("training.steps", self.steps, allow_zero=True)
+        _check_positive("training.eval_fraction", self.eval_fraction, allow_zero=True)
+        if self.quantization_bits is not None and self.quantization_bits not in (4, 8):
+            raise ConfigError(f"training.quantization_bits must be 4 or 8, got {self.quantization_bits!r}")
+        if self.trainable_fraction is not None and not 0 <= self.trainable_fraction <= 1:
+            raise ConfigError(
+                f"training.trainable_fraction must be between 0 and 1, got {self.trainable_fraction!r}"
+            )
+
+    @property
+    def is_half(self) -> bool:
+        return self.precision in ("bf16", "fp16")
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the matmuls run in: fp32, tf32, bf16, fp16 or fp8."""
+        return {"amp_bf16": "bf16", "amp_fp16": "fp16"}.get(self.precision, self.precision)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelSpec:
+    """How the job is spread over accelerators."""
+
+    num_gpus: int = 1
+    """Accelerators in total (all nodes)."""
+    num_nodes: int = 1
+    """Machines; GPUs are split evenly over them."""
+    strategy: str = "ddp"
+    """Data-parallel strategy: one of STRATEGIES (fsdp = full sharding, like zero3)."""
+    tensor_parallel: int = 1
+    """Tensor-parallel degree."""
+    pipeline_parallel: int = 1
+    """Pipeline-parallel degree."""
+    cpu_offload: bool = False
+    """Optimizer state (and for zero3 parameters) offloaded to host memory."""
+
+    def __post_init__(self) -> None:
+        _check_positive("hardware.num_gpus", self.num_gpus)
+        _check_positive("hardware.num_nodes", self.num_nodes)
+        _check_positive("hardware.tensor_parallel", self.tensor_parallel)
+        _check_positive("hardware.pipeline_parallel", self.pipeline_parallel)
+        _check_choice("hardware.strategy", self.strategy, STRATEGIES)
+        if self.num_gpus % self.num_nodes:
+            raise ConfigError(
+                f"hardware.num_gpus ({self.num_gpus}) must be a multiple of hardware.num_nodes ({self.num_nodes})"
+            )
+        if self.num_gpus % (self.tensor_parallel * self.pipeline_parallel):
+            raise ConfigError(
+                f"hardware.num_gpus ({self.num_gpus}) must be a multiple of tensor_parallel x "
+                f"pipeline_parallel ({self.tensor_parallel} x {self.pipeline_parallel})"
+            )
+
+    @property
+    def data_parallel(self) -> int:
+        return self.num_gpus // (self.tensor_parallel * self.pipeline_parallel)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.num_gpus // self.num_nodes
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPUSpec:
+    """One accelerator from the catalog (or the local CPU). Peaks are dense (no sparsity)."""
+
+    name: str
+    """Catalog key users type, e.g. 'A100-80GB'."""
+    vendor: str = "nvidia"
+    """nvidia | amd | intel | cpu."""
+    generation: str = ""
+    """Architecture generation (Volta, Ampere, Hopper, Blackwell, CDNA2, ...)."""
+    memory_gb: float = 0.0
+    """Device memory in GB (1e9 bytes)."""
+    hbm_bandwidth_gb_per_s: float = 0.0
+    """Peak device memory bandwidth in GB/s."""
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    """Dense peak TFLOP/s by compute dtype (fp32, tf32, bf16, fp16, fp8, int8)."""
+    intra_node_bandwidth_gb_per_s: float = 0.0
+    """Per-GPU unidirectional bandwidth to peers in the same node (NVLink/xGMI/PCIe) in GB/s."""
+    inter_node_bandwidth_gb_per_s: float = 25.0
+    """Per-GPU network bandwidth between nodes in GB/s (default 200 Gb/s InfiniBand)."""
+    tdp_w: float = 0.0
+    """Board power in W."""
+    sm_count: int = 0
+    """Streaming multiprocessors (compute units on AMD)."""
+    release_year: int = 0
+    """Year of release."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings that resolve to this entry (lower-case)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Field name -> where the number comes from."""
+    measured: dict[str, float] = field(default_factory=dict)
+    """Measured ceilings from the collectors (e.g. 'matmul_bf16_tflops', 'hbm_copy_gb_per_s')."""
+
+    def peak_for(self, compute_dtype: str) -> float:
+        """Dense peak TFLOP/s for a compute dtype; raises ConfigError if unsupported."""
+        value = self.peak_tflops.get(compute_dtype)
+        if not value:
+            supported = ", ".join(k for k, v in self.peak_tflops.items() if v) or "none"
+            raise ConfigError(
+                f"{self.name} has no {compute_dtype} support (supported: {supported}); "
+                f"choose another training.precision"
+            )
+        return float(value)
+
+    def supports(self, compute_dtype: str) -> bool:
+        return bool(self.peak_tflops.get(compute_dtype))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """Everything needed to predict one training job."""
+
+    model: ModelSpec
+    training: TrainingSpec
+    gpu: GPUSpec
+    parallel: ParallelSpec
+    framework: str = "hf-eager"
+    """Software stack family: hf-eager, composer-fsdp, megatron, torchtitan, deepspeed, ..."""
+    assumptions: tuple[str, ...] = ()
+    """Defaults perfmodel applied because the config was silent (shown to the user)."""
+
+    def __post_init__(self) -> None:
+        # Validates the precision against the GPU here, where both are known.
+        if self.model.arch not in ("gbm",):
+            self.gpu.peak_for(self.training.compute_dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form of every field (for --json output and MLflow params)."""
+        return dataclasses.asdict(self)
