@@ -1,0 +1,89 @@
+"""Pinned conventions. Every FLOP, byte and MFU number in perfmodel follows these, including
+when public MFU figures are read. Change them here or nowhere.
+
+FLOPs (PaLM, Chowdhery et al. 2022, appendix B):
+    training FLOPs per token = 6 * N_matmul + 12 * L * d * s
+  * N_matmul: every weight that takes part in a matmul per token: the transformer blocks plus the
+    LM head (d x V, counted even when tied to the input embedding, because the output projection
+    is a real matmul). The input embedding lookup and learned position tables are not matmuls and
+    are excluded. For MoE, only the experts a token is routed to count.
+  * 12*L*d*s: attention scores and attention-weighted values, counted NON-causal (the full s x s
+    matrix), as PaLM and LLM Foundry's collect_results.py do. Sources that count attention causal
+    (half) or exclude it are converted when read.
+  * forward = 2*N + 4*L*d*s; backward = 2 x forward.
+  * full activation recomputation adds one forward (8*N instead of 6*N) - this is *hardware*
+    FLOPs; MFU always uses the 6*N model FLOPs (Korthikanti et al. 2022, section 5).
+  * frozen weights (LoRA base, `trainable: false` with gradients flowing through): no
+    weight-gradient matmul, so backward is 2*N instead of 4*N (about 4*N per token in total).
+  * a frozen module that nothing upstream needs gradients for runs forward only (2*N).
+MFU: model FLOPs per second / (num GPUs * dense datasheet peak of the compute dtype in use).
+
+Bytes per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1; PyTorch AMP docs):
+  * fp32 / tf32: weights 4 + grads 4 (+ Adam moments 8) = 16
+  * amp_bf16 / amp_fp16: fp32 weights 4 + fp32 grads 4 (+ Adam 8) = 16; matmuls and activations in 16-bit
+  * bf16 / fp16 (the whole model cast, e.g. `model.to(torch.bfloat16)`): weights 2 + grads 2 +
+    Adam moments in the same dtype 4 = 8
+  * fp8 (Transformer Engine): bf16 weights 2 + fp32 master 4 + bf16 grads 2 + Adam 8 = 16
+
+Activations kept for backward per transformer layer (Korthikanti et al. 2022, eq. 1, with a
+fused/flash SDPA kernel that does not store the s x s score matrix): 34 * s * b * d bytes in 16-bit;
+with full recomputation only the layer input, 2 * s * b * d bytes, plus one layer recomputed.
+"""
+
+from __future__ import annotations
+
+ATTENTION_FLOPS_COEFF = 12
+"""12 * L * d * s training FLOPs per token for attention (non-causal, PaLM appendix B)."""
+
+PARAM_FLOPS_FORWARD = 2
+"""Forward FLOPs per matmul weight per token (one multiply-add)."""
+
+ACTIVATION_BYTES_PER_LAYER_COEFF = 34
+"""Bytes of activations per layer = 34 * s * b * d at 16-bit (Korthikanti et al. 2022, eq. 1)."""
+
+CHECKPOINT_BYTES_PER_LAYER_COEFF = 2
+"""Bytes per layer kept with full recomputation: the layer input, 2 * s * b * d at 16-bit."""
+
+LOGITS_BYTES_PER_ELEMENT = 8
+"""fp32 logits and their gradient for the cross-entropy loss: 4 + 4 bytes per (token, vocab)."""
+
+FRAMEWORK_OVERHEAD_GB = 1.0
+"""CUDA context, cuBLAS/cuDNN workspaces and allocator slack on a GPU, in GB (measured peaks
+from max_memory_reserved typically exceed the tensor total by 0.5-1.5 GB)."""
+
+FRAGMENTATION_FRACTION = 0.05
+"""Allocator fragmentation as a fraction of tensor memory."""
+
+WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "amp_bf16": 4, "amp_fp16": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+"""Bytes per weight as stored on the device, by training precision."""
+
+MASTER_BYTES = {"fp8": 4}
+"""Extra fp32 master copy per trainable weight (fp8 training keeps one)."""
+
+GRAD_BYTES = {"fp32": 4, "tf32": 4, "amp_bf16": 4, "amp_fp16": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+"""Bytes per gradient element, by training precision."""
+
+ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "amp_bf16": 2, "amp_fp16": 2, "bf16": 2, "fp16": 2, "fp8": 2}
+"""Bytes per activation element, by training precision (fp8 keeps bf16 activations)."""
+
+OPTIMIZER_STATES = {
+    "adamw": 2,
+    "adam": 2,
+    "lion": 1,
+    "sgd_momentum": 1,
+    "sgd": 0,
+    "adafactor": 0,
+    "lbfgs": 2,
+    "none": 0,
+}
+"""Optimizer state tensors per trainable parameter (Adam: first and second moment)."""
+
+OPTIMIZER_STATE_BYTES = {"bf16": 2, "fp16": 2}
+"""Bytes per optimizer-state element when not fp32 (pure half training keeps them in half)."""
+
+OVERLAP_FRACTION_OF_BACKWARD = 1.0
+"""Share of the last micro-batch's backward that data-parallel gradient communication can hide behind."""
+
+
+def optimizer_state_bytes(precision: str) -> int:
+    return OPTIMIZER_STATE_BYTES.get(precision, 4)

@@ -1,0 +1,145 @@
+"""Peak device memory per GPU: weights, gradients, optimizer state, activations, overhead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.analytic import conventions as cv
+from perfmodel.analytic.params import ParamCounts, count_params
+from perfmodel.workload import Workload
+
+GB = 1e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Bytes per GPU at the peak of a training step, in GB (1e9 bytes)."""
+
+    weights_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    temporary_gb: float
+    """Gathered FSDP/ZeRO-3 layers, communication buckets, logits."""
+    overhead_gb: float
+    """Framework context and allocator fragmentation."""
+
+    @property
+    def total_gb(self) -> float:
+        return (
+            self.weights_gb
+            + self.gradients_gb
+            + self.optimizer_gb
+            + self.activations_gb
+            + self.temporary_gb
+            + self.overhead_gb
+        )
+
+
+def _shard(strategy: str, dp: int) -> tuple[float, float, float]:
+    """Divisors for (weights, gradients, optimizer state) under a data-parallel strategy."""
+    if strategy in ("fsdp", "zero3"):
+        return dp, dp, dp
+    if strategy == "zero2":
+        return 1, dp, dp
+    if strategy == "zero1":
+        return 1, 1, dp
+    return 1, 1, 1
+
+
+def weight_bytes_per_param(w: Workload) -> float:
+    """Bytes per frozen/base weight, honouring quantization."""
+    bits = w.training.quantization_bits
+    if bits:
+        # NF4/int8 storage plus block-wise scales (QLoRA double quantization: ~0.127 bit/param)
+        return bits / 8 + 0.127 / 8
+    if w.training.lora_r or w.training.trainable_fraction == 0:
+        # frozen base: stored in the compute dtype (PEFT/QLoRA load it in 16-bit)
+        return 4.0 if w.training.compute_dtype in ("fp32", "tf32") else 2.0
+    return float(cv.WEIGHT_BYTES[w.training.precision])
+
+
+def estimate_memory(w: Workload, params: ParamCounts | None = None) -> MemoryBreakdown:
+    p = params or count_params(w.model, w.training)
+    t, par = w.training, w.parallel
+    model_split = par.tensor_parallel * par.pipeline_parallel
+    dp = par.data_parallel
+    div_w, div_g, div_o = _shard(par.strategy, dp)
+    precision = t.precision
+    if w.model.arch == "gbm":
+        rows = float(t.gbm_rows or 0)
+        feats = float(t.gbm_features or 0)
+        # binned uint8 feature matrix + float64 gradients/hessians + histograms
+        host = rows * feats + rows * 16 + feats * 256 * 16 * 32
+        return MemoryBreakdown(
+            weights_gb=0.0,
+            gradients_gb=0.0,
+            optimizer_gb=0.0,
+            activations_gb=host / GB,
+            temporary_gb=0.0,
+            overhead_gb=0.2,
+        )
+    frozen = p.total - p.trainable
+    trainable = p.trainable
+    if t.lora_r:
+        frozen = p.total - p.lora
+    trainable_w_bytes = 4.0 if (t.lora_r or precision.startswith("amp")) else float(cv.WEIGHT_BYTES[precision])
+    weights = (frozen * weight_bytes_per_param(w) + trainable * (trainable_w_bytes + cv.MASTER_BYTES.get(precision, 0)))
+    weights /= model_split * div_w
+    grad_bytes = 4.0 if t.lora_r else float(cv.GRAD_BYTES[precision])
+    gradients = trainable * grad_bytes / (model_split * div_g)
+    states = cv.OPTIMIZER_STATES.get(t.optimizer, 2)
+    state_bytes = 4 if t.lora_r else cv.optimizer_state_bytes(precision)
+    optimizer = trainable * states * state_bytes / (model_split * div_o)
+    if par.cpu_offload:
+        optimizer = 0.0
+        if par.strategy in ("fsdp", "zero3"):
+            weights = weights * 0.1  # parameters offloaded too; a few layers resident
+    activations, temporary = _activation_bytes(w, p)
+    tensors = weights + gradients + optimizer + activations + temporary
+    is_gpu = w.gpu.vendor != "cpu"
+    overhead = (cv.FRAMEWORK_OVERHEAD_GB * GB if is_gpu else 0.0) + cv.FRAGMENTATION_FRACTION * tensors
+    return MemoryBreakdown(
+        weights_gb=weights / GB,
+        gradients_gb=gradients / GB,
+        optimizer_gb=optimizer / GB,
+        activations_gb=activations / GB,
+        temporary_gb=temporary / GB,
+        overhead_gb=overhead / GB,
+    )
+
+
+def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
+    """(activations kept for backward, temporary buffers) in bytes per GPU."""
+    t, par, m = w.training, w.parallel, w.model
+    b = float(t.micro_batch_size)
+    act_scale = cv.ACTIVATION_BYTES[t.precision] / 2.0  # coefficients are for 16-bit
+    fully_frozen = t.trainable_fraction == 0 and not t.lora_r
+    if not m.is_transformer:
+        per_sample = float(m.activation_mb_per_sample or 0.0) * 1e6 * act_scale
+        kept = per_sample * b
+        if t.activation_checkpointing:
+            kept /= 3.0
+        if fully_frozen:
+            kept /= 10.0
+        return kept, 0.0
+    s, d = float(t.seq_len), float(m.hidden_size or 0)
+    layers_per_gpu = float(m.num_layers or 0) / par.pipeline_parallel
+    per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * s * b * d * act_scale / par.tensor_parallel
+    if fully_frozen:
+        kept = per_layer  # no graph is kept: one layer's working set
+    elif t.activation_checkpointing:
+        kept = cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu + per_layer
+    else:
+        kept = per_layer * layers_per_gpu
+    # 1F1B pipeline: the first stage holds up to `pp` micro-batches in flight
+    kept *= min(par.pipeline_parallel, t.grad_accum_steps) if par.pipeline_parallel > 1 else 1
+    temporary = 0.0
+    if m.arch in ("decoder", "encoder-decoder") and m.vocab_size:
+        temporary += s * b * float(m.vocab_size) * cv.LOGITS_BYTES_PER_ELEMENT / par.tensor_parallel
+    if par.strategy in ("fsdp", "zero3") and par.data_parallel > 1 and m.num_layers:
+        layer_params = p.blocks / float(m.num_layers) / par.tensor_parallel
+        temporary += 2 * layer_params * 2.0  # current + prefetched layer, gathered in 16-bit
+    elif par.data_parallel > 1:
+        temporary += 2 * 25e6 * 4  # DDP gradient buckets (25 MB default, double-buffered)
+    return kept, temporary

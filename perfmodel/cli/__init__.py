@@ -1,0 +1,53 @@
+"""The `perfmodel` command line: one Typer app; each command parses flags, calls a library
+function that returns data, and renders it (a Rich table, or JSON with --json).
+
+Results go to stdout; logs and progress to stderr. Heavy libraries (torch, mlflow, lightgbm)
+are imported inside the library functions, never here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from perfmodel.cli import _common
+
+app = typer.Typer(
+    name="perfmodel",
+    help="Predict how long a training run takes, whether it fits in memory, and how sure we are.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+) -> None:
+    _common.STATE["debug"] = debug
+
+
+def _register_commands() -> None:
+    # Each module adds its commands to `app`; modules are cheap to import (no torch/mlflow).
+    from perfmodel.cli import commands_catalog, commands_predict
+
+    for module in (commands_catalog, commands_predict):
+        module.register(app)
+    for optional in ("commands_collect", "commands_dataset", "commands_train"):
+        try:
+            module = __import__(f"perfmodel.cli.{optional}", fromlist=["register"])
+        except ModuleNotFoundError as exc:  # a command module not written yet
+            if exc.name != f"perfmodel.cli.{optional}":
+                raise
+            continue
+        module.register(app)
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: errors become one line on stderr and exit code 1."""
+    _common.run_app(app, argv if argv is not None else sys.argv[1:])

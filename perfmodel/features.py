@@ -1,0 +1,258 @@
+"""The bridge between the feature table and the models: a table row becomes a `Workload`, and a
+workload plus its analytic estimate becomes the learned model's feature vector. Training and
+prediction both go through `feature_frame`, so they can never disagree on a feature.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from perfmodel.analytic import AnalyticEstimate, estimate
+from perfmodel.catalog import get_gpu
+from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.workload import ModelSpec, ParallelSpec, TrainingSpec, Workload
+
+NUMERIC_FEATURES: tuple[str, ...] = (
+    "log_params_total",
+    "log_params_matmul",
+    "trainable_fraction",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "kv_head_ratio",
+    "log_seq_len",
+    "log_micro_batch_size",
+    "grad_accum_steps",
+    "log_tokens_per_micro_batch",
+    "log_arithmetic_intensity",
+    "lora_r",
+    "quantization_bits",
+    "activation_checkpointing",
+    "moe_active_fraction",
+    "log_peak_tflops",
+    "log_hbm_bandwidth_gb_per_s",
+    "memory_gb",
+    "sm_count",
+    "log_intra_node_bandwidth_gb_per_s",
+    "release_year",
+    "num_gpus",
+    "log_num_gpus",
+    "num_nodes",
+    "data_parallel",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "compute_share_of_bound",
+    "memory_share_of_bound",
+    "comm_share_of_bound",
+    "memory_fill_fraction",
+    "includes_optimizer_step",
+    "log_bound_over_busy",
+    "log_bound_s",
+)
+"""Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
+
+CATEGORICAL_FEATURES: tuple[str, ...] = ("arch", "compute_dtype", "precision", "strategy", "framework", "vendor", "optimizer")
+"""Categorical features (LightGBM native categories)."""
+
+FEATURE_NAMES: tuple[str, ...] = NUMERIC_FEATURES + CATEGORICAL_FEATURES
+
+FRAMEWORK_FAMILIES = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm")
+
+
+def _get(row: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = row.get(key, default)
+    if value is None:
+        return default
+    try:
+        if isinstance(value, float) and math.isnan(value):
+            return default
+    except TypeError:
+        pass
+    if str(value) in ("<NA>", "nan", "NaN"):
+        return default
+    return value
+
+
+def _int(row: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
+    value = _get(row, key)
+    return default if value is None else int(value)
+
+
+def workload_from_row(row: Mapping[str, Any]) -> Workload:
+    """Rebuild the Workload a feature-table row measured. Raises PerfModelError if the row
+    cannot describe a workload (missing dims, unknown GPU)."""
+    arch = str(_get(row, "arch", "decoder"))
+    model = ModelSpec(
+        name=str(_get(row, "model_name", "row")),
+        family=str(_get(row, "model_family", "custom")),
+        arch=arch,
+        hidden_size=_int(row, "hidden_size"),
+        num_layers=_int(row, "num_layers"),
+        num_heads=_int(row, "num_heads"),
+        num_kv_heads=_int(row, "num_kv_heads"),
+        ffn_hidden_size=_int(row, "ffn_hidden_size"),
+        vocab_size=_int(row, "vocab_size"),
+        gated_mlp=bool(_get(row, "gated_mlp", False)),
+        num_experts=_int(row, "num_experts", 1) or 1,
+        experts_per_token=_int(row, "experts_per_token", 1) or 1,
+        params_total=_int(row, "params_total"),
+        forward_gflops_per_sample=_get(row, "forward_gflops_per_sample"),
+        activation_mb_per_sample=_get(row, "activation_mb_per_sample"),
+    )
+    optimizer = str(_get(row, "optimizer", "adamw"))
+    training = TrainingSpec(
+        seq_len=_int(row, "seq_len", 1) or 1,
+        micro_batch_size=_int(row, "micro_batch_size", 1) or 1,
+        grad_accum_steps=_int(row, "grad_accum_steps", 1) or 1,
+        precision=str(_get(row, "precision", "fp32")),
+        optimizer=optimizer,
+        activation_checkpointing=bool(_get(row, "activation_checkpointing", False)),
+        lora_r=_int(row, "lora_r"),
+        quantization_bits=_int(row, "quantization_bits"),
+        trainable_fraction=_get(row, "trainable_fraction"),
+        steps=1,
+        gbm_rows=_int(row, "gbm_rows"),
+        gbm_features=_int(row, "gbm_features"),
+        gbm_rounds=_int(row, "gbm_rounds"),
+    )
+    num_gpus = _int(row, "num_gpus", 1) or 1
+    tp = _int(row, "tensor_parallel", 1) or 1
+    pp = _int(row, "pipeline_parallel", 1) or 1
+    cp = _int(row, "context_parallel", 1) or 1
+    parallel = ParallelSpec(
+        num_gpus=num_gpus,
+        num_nodes=_int(row, "num_nodes", 1) or 1,
+        strategy=str(_get(row, "strategy", "ddp")),
+        tensor_parallel=tp * cp,  # context parallel splits activations like tensor parallel
+        pipeline_parallel=pp,
+    )
+    gpu = get_gpu(str(_get(row, "gpu", "cpu")))
+    return Workload(
+        model=model,
+        training=training,
+        gpu=gpu,
+        parallel=parallel,
+        framework=str(_get(row, "framework", "hf-eager")),
+    )
+
+
+def feature_vector(w: Workload, est: AnalyticEstimate, *, includes_optimizer_step: bool = True) -> dict[str, Any]:
+    """The learned model's inputs for one workload."""
+    m, t, par, g = w.model, w.training, w.parallel, w.gpu
+    p = est.params
+    bound = est.t_bound_s
+    busy = max(est.t_compute_s, est.t_memory_s)
+    tokens_per_micro = t.micro_batch_size * (t.seq_len if m.is_transformer else 1)
+    capacity = g.memory_gb or 1.0
+    return {
+        "log_params_total": math.log10(max(p.total, 1.0)),
+        "log_params_matmul": math.log10(max(p.matmul_active, 1.0)),
+        "trainable_fraction": p.trainable / p.total if p.total else 1.0,
+        "hidden_size": float(m.hidden_size or 0),
+        "num_layers": float(m.num_layers or 0),
+        "num_heads": float(m.num_heads or 0),
+        "kv_head_ratio": (m.kv_heads / m.num_heads) if m.num_heads else 1.0,
+        "log_seq_len": math.log2(t.seq_len) if m.is_transformer else 0.0,
+        "log_micro_batch_size": math.log2(t.micro_batch_size),
+        "grad_accum_steps": float(t.grad_accum_steps),
+        "log_tokens_per_micro_batch": math.log2(tokens_per_micro),
+        "log_arithmetic_intensity": math.log10(max(est.arithmetic_intensity, 1e-6)),
+        "lora_r": float(t.lora_r or 0),
+        "quantization_bits": float(t.quantization_bits or 0),
+        "activation_checkpointing": float(t.activation_checkpointing),
+        "moe_active_fraction": m.experts_per_token / m.num_experts,
+        "log_peak_tflops": math.log10(max(est.peak_tflops, 1e-6)),
+        "log_hbm_bandwidth_gb_per_s": math.log10(max(est.mem_bw_gb_per_s, 1e-6)),
+        "memory_gb": float(g.memory_gb),
+        "sm_count": float(g.sm_count),
+        "log_intra_node_bandwidth_gb_per_s": math.log10(max(g.intra_node_bandwidth_gb_per_s, 1e-3)),
+        "release_year": float(g.release_year),
+        "num_gpus": float(par.num_gpus),
+        "log_num_gpus": math.log2(par.num_gpus),
+        "num_nodes": float(par.num_nodes),
+        "data_parallel": float(par.data_parallel),
+        "tensor_parallel": float(par.tensor_parallel),
+        "pipeline_parallel": float(par.pipeline_parallel),
+        "compute_share_of_bound": est.t_compute_s / bound,
+        "memory_share_of_bound": est.t_memory_s / bound,
+        "comm_share_of_bound": est.t_comm_exposed_s / bound,
+        "memory_fill_fraction": est.memory.total_gb / capacity,
+        "includes_optimizer_step": float(includes_optimizer_step),
+        "log_bound_over_busy": math.log10(bound / busy) if busy else 0.0,
+        "log_bound_s": math.log10(bound),
+        "arch": m.arch,
+        "compute_dtype": t.compute_dtype,
+        "precision": t.precision,
+        "strategy": par.strategy,
+        "framework": w.framework if w.framework in FRAMEWORK_FAMILIES else "other",
+        "vendor": g.vendor,
+        "optimizer": t.optimizer,
+    }
+
+
+def feature_frame(items: Iterable[tuple[Workload, AnalyticEstimate, bool]]) -> Any:
+    """A DataFrame of feature vectors (categoricals as pandas categories with fixed levels)."""
+    import pandas as pd
+
+    rows = [feature_vector(w, e, includes_optimizer_step=opt) for w, e, opt in items]
+    frame = pd.DataFrame(rows, columns=list(FEATURE_NAMES))
+    return categorize(frame)
+
+
+CATEGORY_LEVELS: dict[str, tuple[str, ...]] = {
+    "arch": ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other"),
+    "compute_dtype": ("fp32", "tf32", "bf16", "fp16", "fp8"),
+    "precision": ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8"),
+    "strategy": ("ddp", "fsdp", "zero1", "zero2", "zero3"),
+    "framework": (*FRAMEWORK_FAMILIES, "other"),
+    "vendor": ("nvidia", "amd", "intel", "cpu"),
+    "optimizer": ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none"),
+}
+
+
+def categorize(frame: Any) -> Any:
+    import pandas as pd
+
+    for name, levels in CATEGORY_LEVELS.items():
+        frame[name] = pd.Categorical(frame[name], categories=list(levels))
+    return frame
+
+
+def rows_to_training_data(table: Any) -> tuple[Any, Any, Any, dict[str, int]]:
+    """From the feature table to (X, y, kept_table, skipped_reasons).
+
+    y = log(measured step time / analytic bound). Only rows with status 'ok' and a positive
+    step time are used; rows that cannot be turned into a workload are skipped and counted.
+    """
+    import numpy as np
+    import pandas as pd
+
+    items = []
+    targets = []
+    keep = []
+    skipped: dict[str, int] = {}
+    for idx, row in enumerate(table.to_dict("records")):
+        if str(row.get("status")) != "ok":
+            skipped["status not ok"] = skipped.get("status not ok", 0) + 1
+            continue
+        step = _get(row, "step_time_s")
+        if step is None or float(step) <= 0:
+            skipped["no step time"] = skipped.get("no step time", 0) + 1
+            continue
+        try:
+            w = workload_from_row(row)
+            est = estimate(w)
+        except (PerfModelError, ConfigError, ZeroDivisionError, ValueError) as exc:
+            reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        opt = _get(row, "includes_optimizer_step", True)
+        items.append((w, est, bool(opt)))
+        targets.append(math.log(float(step) / est.t_bound_s))
+        keep.append(idx)
+    X = feature_frame(items) if items else pd.DataFrame(columns=list(FEATURE_NAMES))
+    y = np.asarray(targets, dtype=float)
+    kept = table.iloc[keep].reset_index(drop=True)
+    return X, y, kept, skipped

@@ -1,0 +1,233 @@
+"""From a workload to a prediction: throughput, step time, total time, GPU-hours and peak memory,
+each with an interval, plus a fits-in-memory verdict and the main bottleneck.
+
+The analytic model gives the roofline bound; the shipped learned model (models/) corrects it:
+    step_time = t_bound * exp(y_hat),  interval = t_bound * exp([y_low, y_high]).
+Without a learned model, an analytic efficiency range stands in and the output says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfmodel import __version__
+from perfmodel.analytic import AnalyticEstimate, estimate
+from perfmodel.analytic.totals import RunPlan, plan_run, total_time_s
+from perfmodel.workload import Workload
+
+ANALYTIC_EFFICIENCY = (0.2, 0.4, 0.6)
+"""(low, typical, high) fraction of the roofline bound reached by real training when no learned
+model is available: 20-60% spans most published LLM training MFUs (LLM Foundry, Megatron-LM)."""
+
+MEMORY_INTERVAL = (0.85, 1.20)
+"""Analytic peak-memory interval as multiples of the estimate (allocator behaviour and framework
+buffers vary; see README 'Memory' for the measured error)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interval:
+    """A predicted value with its interval at the prediction's confidence level."""
+
+    estimate: float
+    low: float
+    high: float
+
+    def scaled(self, factor: float) -> Interval:
+        return Interval(estimate=self.estimate * factor, low=self.low * factor, high=self.high * factor)
+
+    def inverted(self, numerator: float) -> Interval:
+        """numerator / self (a rate from a time): low and high swap."""
+        return Interval(estimate=numerator / self.estimate, low=numerator / self.high, high=numerator / self.low)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"estimate": self.estimate, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictedRun:
+    """A prediction. Never a measurement: see collectors for `Measured*` rows."""
+
+    throughput_tokens_per_s: Interval | None
+    throughput_samples_per_s: Interval
+    step_time_s: Interval
+    total_time_s: Interval
+    gpu_hours: Interval
+    peak_memory_gb: Interval
+    confidence_level: float
+    total_steps: int
+    fits_in_memory: bool
+    memory_capacity_gb: float
+    memory_margin_gb: float
+    bottleneck: str
+    mfu: Interval | None
+    model_kind: str
+    model_version: str
+    trained_rows: int
+    workload: Workload
+    analytic: AnalyticEstimate
+    plan: RunPlan
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `predict --json` contract of DESIGN.md (extended with extra keys)."""
+        w = self.workload
+        a = self.analytic
+        m = a.memory
+        return {
+            "throughput_tokens_per_s": self.throughput_tokens_per_s.as_dict() if self.throughput_tokens_per_s else None,
+            "throughput_samples_per_s": self.throughput_samples_per_s.as_dict(),
+            "step_time_s": self.step_time_s.as_dict(),
+            "total_time_s": self.total_time_s.as_dict(),
+            "gpu_hours": self.gpu_hours.as_dict(),
+            "peak_memory_gb": self.peak_memory_gb.as_dict(),
+            "confidence_level": self.confidence_level,
+            "total_steps": self.total_steps,
+            "fits_in_memory": self.fits_in_memory,
+            "model": {"kind": self.model_kind, "version": self.model_version, "trained_rows": self.trained_rows},
+            "workload": _workload_json(w),
+            "hardware": {
+                **dataclasses.asdict(w.gpu),
+                "num_gpus": w.parallel.num_gpus,
+                "num_nodes": w.parallel.num_nodes,
+            },
+            "warnings": list(self.warnings),
+            "assumptions": list(w.assumptions),
+            "memory_capacity_gb": self.memory_capacity_gb,
+            "memory_margin_gb": self.memory_margin_gb,
+            "memory_breakdown_gb": {
+                "weights": m.weights_gb,
+                "gradients": m.gradients_gb,
+                "optimizer": m.optimizer_gb,
+                "activations": m.activations_gb,
+                "temporary": m.temporary_gb,
+                "overhead": m.overhead_gb,
+            },
+            "bottleneck": self.bottleneck,
+            "mfu": self.mfu.as_dict() if self.mfu else None,
+            "analytic": {
+                "params_total": a.params.total,
+                "params_trainable": a.params.trainable,
+                "model_flops_per_token": a.flops.model_flops_per_token,
+                "hardware_flops_per_step": a.flops.hardware_flops_per_step,
+                "tokens_per_step": self.plan.tokens_per_step,
+                "samples_per_step": self.plan.samples_per_step,
+                "t_bound_s": a.t_bound_s,
+                "t_compute_s": a.t_compute_s,
+                "t_memory_s": a.t_memory_s,
+                "t_comm_exposed_s": a.t_comm_exposed_s,
+                "peak_tflops": a.peak_tflops,
+                "peak_source": a.peak_source,
+                "startup_s": self.plan.startup_s,
+                "checkpoint_s": self.plan.checkpoint_s,
+            },
+            "perfmodel_version": __version__,
+        }
+
+
+def _workload_json(w: Workload) -> dict[str, Any]:
+    data = dataclasses.asdict(w)
+    data.pop("gpu", None)
+    data.pop("assumptions", None)
+    return data
+
+
+def predict(
+    workload: Workload,
+    *,
+    confidence: float = 0.9,
+    model_dir: str | Path | None = None,
+    use_learned: bool = True,
+) -> PredictedRun:
+    """Predict one training run. `model_dir` defaults to the shipped models/ folder."""
+    from perfmodel.errors import ConfigError
+
+    if not 0.5 <= confidence < 1.0:
+        raise ConfigError(f"--confidence must be in [0.5, 1), got {confidence}")
+    est = estimate(workload)
+    plan = plan_run(workload, est.params)
+    warnings: list[str] = list(plan.notes)
+    learned = _load_learned(model_dir) if use_learned else None
+    if learned is not None:
+        corr = learned.correct([(workload, est)], confidence=confidence)[0]
+        import math
+
+        step = Interval(
+            estimate=est.t_bound_s * math.exp(corr.log_ratio),
+            low=est.t_bound_s * math.exp(corr.log_low),
+            high=est.t_bound_s * math.exp(corr.log_high),
+        )
+        warnings.extend(corr.warnings)
+        kind, version, rows = "learned", str(learned.version), int(learned.trained_rows)
+    else:
+        lo, mid, hi = ANALYTIC_EFFICIENCY
+        step = Interval(estimate=est.t_bound_s / mid, low=est.t_bound_s / hi, high=est.t_bound_s / lo)
+        warnings.append(
+            f"analytic model only (no learned model found): assumes {mid:.0%} of the roofline bound, "
+            f"interval {lo:.0%}-{hi:.0%}; the interval is not calibrated"
+        )
+        kind, version, rows = "analytic", __version__, 0
+    samples_rate = step.inverted(plan.samples_per_step)
+    tokens_rate = step.inverted(plan.tokens_per_step) if plan.tokens_per_step else None
+    total = Interval(
+        estimate=total_time_s(plan, step.estimate),
+        low=total_time_s(plan, step.low),
+        high=total_time_s(plan, step.high),
+    )
+    gpus = workload.parallel.num_gpus
+    gpu_hours = total.scaled(gpus / 3600.0)
+    mem_total = est.memory.total_gb
+    memory = Interval(estimate=mem_total, low=mem_total * MEMORY_INTERVAL[0], high=mem_total * MEMORY_INTERVAL[1])
+    capacity = float(workload.gpu.memory_gb)
+    fits = mem_total <= capacity if capacity else True
+    if capacity and fits and memory.high > capacity:
+        warnings.append(
+            f"peak memory {mem_total:.1f} GB fits in {capacity:.0f} GB, but the interval's high end "
+            f"({memory.high:.1f} GB) does not: consider a smaller micro-batch or activation checkpointing"
+        )
+    if not fits:
+        warnings.append(
+            f"does not fit: needs ~{mem_total:.1f} GB per GPU, {workload.gpu.name} has {capacity:.0f} GB; "
+            "try activation checkpointing, a smaller micro_batch_size, LoRA, or sharding (fsdp/zero3)"
+        )
+    mfu = None
+    if est.flops.model_flops_per_step and est.peak_tflops:
+        peak_total = est.peak_tflops * 1e12 * gpus
+        mfu = step.inverted(est.flops.model_flops_per_step / peak_total)
+        if est.peak_source == "measured":
+            datasheet = workload.gpu.peak_for(workload.training.compute_dtype)
+            mfu = mfu.scaled(est.peak_tflops / datasheet)
+    if workload.model.arch == "gbm":
+        warnings.append("gradient-boosted trees train on the host CPU: the GPU choice does not change this estimate")
+    return PredictedRun(
+        throughput_tokens_per_s=tokens_rate,
+        throughput_samples_per_s=samples_rate,
+        step_time_s=step,
+        total_time_s=total,
+        gpu_hours=gpu_hours,
+        peak_memory_gb=memory,
+        confidence_level=confidence,
+        total_steps=plan.total_steps,
+        fits_in_memory=fits,
+        memory_capacity_gb=capacity,
+        memory_margin_gb=capacity - mem_total,
+        bottleneck=est.bottleneck,
+        mfu=mfu,
+        model_kind=kind,
+        model_version=version,
+        trained_rows=rows,
+        workload=workload,
+        analytic=est,
+        plan=plan,
+        warnings=tuple(warnings),
+    )
+
+
+def _load_learned(model_dir: str | Path | None) -> Any:
+    try:
+        from perfmodel.learn.shipped import load_shipped_model
+    except ModuleNotFoundError:
+        return None
+    return load_shipped_model(model_dir)
