@@ -129,8 +129,8 @@ class PredictedRun:
 
 def _workload_json(w: Workload) -> dict[str, Any]:
     data = dataclasses.asdict(w)
-    data.pop("gpu", None)
-    data.pop("assumptions", None)
+    data["gpu"] = w.gpu.name  # the full accelerator record is under "hardware"
+    data["assumptions"] = list(w.assumptions)
     return data
 
 

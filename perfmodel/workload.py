@@ -242,6 +242,9 @@ class ParallelSpec:
         return self.num_gpus // self.num_nodes
 
 
+_FALLBACK_TO_FP32 = ("tf32", "fp16")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GPUSpec:
     """One accelerator from the catalog (or the local CPU). Peaks are dense (no sparsity)."""
@@ -276,8 +279,13 @@ class GPUSpec:
     """Measured ceilings from the collectors (e.g. 'matmul_bf16_tflops', 'hbm_copy_gb_per_s')."""
 
     def peak_for(self, compute_dtype: str) -> float:
-        """Dense peak TFLOP/s for a compute dtype; raises ConfigError if unsupported."""
+        """Dense peak TFLOP/s for a compute dtype; raises ConfigError if unsupported.
+
+        tf32 and fp16 fall back to the fp32 rate on hardware without tensor cores for them
+        (PyTorch runs them, just without acceleration); bf16 and fp8 do not fall back."""
         value = self.peak_tflops.get(compute_dtype)
+        if not value and compute_dtype in _FALLBACK_TO_FP32:
+            value = self.peak_tflops.get("fp32")
         if not value:
             supported = ", ".join(k for k, v in self.peak_tflops.items() if v) or "none"
             raise ConfigError(
@@ -287,7 +295,11 @@ class GPUSpec:
         return float(value)
 
     def supports(self, compute_dtype: str) -> bool:
-        return bool(self.peak_tflops.get(compute_dtype))
+        try:
+            self.peak_for(compute_dtype)
+        except ConfigError:
+            return False
+        return True
 
 
 @dataclass(frozen=True, kw_only=True)

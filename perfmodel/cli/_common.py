@@ -62,16 +62,18 @@ def run_app(app: typer.Typer, argv: list[str]) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # click usage errors and unexpected failures
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
+        # Typer may vendor its own copy of click, so match click's exceptions by class name.
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "Abort" in names:
             sys.stderr.write("aborted\n")
             raise SystemExit(130) from None
-        if isinstance(exc, click.ClickException):
-            if isinstance(exc, click.UsageError):
-                sys.stderr.write(f"usage error: {exc.format_message()}\n")
-                raise SystemExit(2) from None
-            fail(exc.format_message())
+        if "UsageError" in names:
+            message = exc.format_message()  # type: ignore[attr-defined]
+            if message:
+                sys.stderr.write(f"usage error: {message}\n")
+            raise SystemExit(2) from None
+        if "ClickException" in names:
+            fail(exc.format_message())  # type: ignore[attr-defined]
         if debug:
             raise
         fail(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")

@@ -1,0 +1,70 @@
+"""The prediction layer: intervals, totals, memory verdict, analytic fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.analytic.totals import total_time_s
+from perfmodel.catalog import get_gpu, get_model
+from perfmodel.predict import ANALYTIC_EFFICIENCY, predict
+from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
+
+
+def workload(**kw) -> Workload:
+    gpu = kw.pop("gpu", "A100-80GB")
+    kw.setdefault("tokens", 1e8)
+    return Workload(model=get_model("llama2-7b"), training=TrainingSpec(**kw), gpu=get_gpu(gpu), parallel=ParallelSpec())
+
+
+def test_analytic_fallback_when_no_learned_model(tmp_path):
+    pred = predict(workload(lora_r=16), model_dir=tmp_path)
+    assert pred.model_kind == "analytic" and pred.trained_rows == 0
+    lo, mid, hi = ANALYTIC_EFFICIENCY
+    bound = pred.analytic.t_bound_s
+    assert pred.step_time_s.estimate == pytest.approx(bound / mid)
+    assert pred.step_time_s.low == pytest.approx(bound / hi)
+    assert pred.step_time_s.high == pytest.approx(bound / lo)
+    assert any("analytic model only" in w for w in pred.warnings)
+
+
+def test_total_time_interval_scales_with_step_interval_not_sqrt_steps(tmp_path):
+    pred = predict(workload(lora_r=16, tokens=1e9), model_dir=tmp_path)
+    plan = pred.plan
+    assert pred.total_time_s.low == pytest.approx(total_time_s(plan, pred.step_time_s.low))
+    assert pred.total_time_s.high == pytest.approx(total_time_s(plan, pred.step_time_s.high))
+    step_ratio = pred.step_time_s.high / pred.step_time_s.low
+    train_part_high = pred.total_time_s.high - plan.startup_s - plan.checkpoint_s
+    train_part_low = pred.total_time_s.low - plan.startup_s - plan.checkpoint_s
+    assert train_part_high / train_part_low == pytest.approx(step_ratio)
+
+
+def test_rates_are_inverse_of_step_time(tmp_path):
+    pred = predict(workload(seq_len=1024, micro_batch_size=2, lora_r=8), model_dir=tmp_path)
+    tokens_per_step = 1024 * 2
+    assert pred.throughput_tokens_per_s.estimate == pytest.approx(tokens_per_step / pred.step_time_s.estimate)
+    assert pred.throughput_tokens_per_s.low == pytest.approx(tokens_per_step / pred.step_time_s.high)
+    assert pred.gpu_hours.estimate == pytest.approx(pred.total_time_s.estimate / 3600)
+
+
+def test_memory_verdict_and_margin(tmp_path):
+    fits = predict(workload(lora_r=16, micro_batch_size=1), model_dir=tmp_path)
+    assert fits.fits_in_memory and fits.memory_margin_gb > 0
+    full = predict(workload(precision="amp_bf16", micro_batch_size=8), model_dir=tmp_path)
+    assert not full.fits_in_memory and full.memory_margin_gb < 0
+    assert any("does not fit" in w for w in full.warnings)
+
+
+def test_confidence_level_is_checked(tmp_path):
+    from perfmodel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="confidence"):
+        predict(workload(), confidence=1.5, model_dir=tmp_path)
+
+
+def test_json_contract_keys(tmp_path):
+    data = predict(workload(lora_r=16), model_dir=tmp_path).to_json()
+    for key in ("throughput_tokens_per_s", "throughput_samples_per_s", "step_time_s", "total_time_s", "gpu_hours", "peak_memory_gb"):
+        assert set(data[key]) == {"estimate", "low", "high"}
+    for key in ("confidence_level", "total_steps", "fits_in_memory", "model", "workload", "hardware", "warnings"):
+        assert key in data
+    assert data["model"] == {"kind": "analytic", "version": data["model"]["version"], "trained_rows": 0}
