@@ -57,6 +57,8 @@ class ModelSpec:
     """Attention heads."""
     num_kv_heads: int | None = None
     """Key/value heads (grouped-query attention); defaults to num_heads."""
+    head_dim: int | None = None
+    """Width of one attention head; defaults to hidden_size / num_heads (Gemma 2 differs)."""
     ffn_hidden_size: int | None = None
     """Feed-forward inner width; defaults to 4*d (or 8/3*d rounded when gated_mlp)."""
     vocab_size: int | None = None
@@ -84,7 +86,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         _check_choice("model.arch", self.arch, ARCHS)
-        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidden_size"):
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidden_size", "head_dim"):
             _check_positive(f"model.{name}", getattr(self, name))
         _check_positive("model.vocab_size", self.vocab_size, allow_zero=True)
         _check_positive("model.num_experts", self.num_experts)
@@ -103,7 +105,7 @@ class ModelSpec:
                     f"model.{missing[0]} is required for a {self.arch} model "
                     f"(give a catalog name in model.name, or all of hidden_size, num_layers, num_heads)"
                 )
-            if self.hidden_size % self.num_heads:  # type: ignore[operator]
+            if self.head_dim is None and self.hidden_size % self.num_heads:  # type: ignore[operator]
                 raise ConfigError(
                     f"model.hidden_size ({self.hidden_size}) must be divisible by "
                     f"model.num_heads ({self.num_heads})"
@@ -117,6 +119,16 @@ class ModelSpec:
     @property
     def is_transformer(self) -> bool:
         return self.arch in ("decoder", "encoder", "encoder-decoder")
+
+    @property
+    def head_width(self) -> float:
+        """Width of one attention head."""
+        return float(self.head_dim or (self.hidden_size or 0) / (self.num_heads or 1))
+
+    @property
+    def attention_width(self) -> float:
+        """num_heads x head width: the q projection's output (= hidden_size for most models)."""
+        return self.head_width * (self.num_heads or 1)
 
     @property
     def kv_heads(self) -> int:

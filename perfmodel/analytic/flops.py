@@ -43,7 +43,7 @@ def model_flops_per_token(w: Workload, params: ParamCounts | None = None) -> flo
     if not w.model.is_transformer:
         return 3.0 * float(w.model.forward_gflops_per_sample or 0.0) * 1e9
     p = params or count_params(w.model, w.training)
-    attention = ATTENTION_FLOPS_COEFF * float(w.model.num_layers or 0) * float(w.model.hidden_size or 0) * w.training.seq_len
+    attention = ATTENTION_FLOPS_COEFF * float(w.model.num_layers or 0) * w.model.attention_width * w.training.seq_len
     return 3 * PARAM_FLOPS_FORWARD * p.matmul_active + attention
 
 
@@ -64,7 +64,7 @@ def compute_step_flops(w: Workload, params: ParamCounts | None = None) -> StepFl
         )
     if w.model.is_transformer:
         n = p.matmul_active
-        attn_fwd = (ATTENTION_FLOPS_COEFF / 3) * float(w.model.num_layers or 0) * float(w.model.hidden_size or 0) * t.seq_len
+        attn_fwd = (ATTENTION_FLOPS_COEFF / 3) * float(w.model.num_layers or 0) * w.model.attention_width * t.seq_len
     else:
         n = float(w.model.forward_gflops_per_sample or 0.0) * 1e9 / PARAM_FLOPS_FORWARD
         attn_fwd = 0.0

@@ -36,9 +36,9 @@ class ParamCounts:
 def _layer_params(model: ModelSpec) -> tuple[float, float, float]:
     """(attention, one expert's MLP, norms) parameters of one transformer layer."""
     d = float(model.hidden_size or 0)
-    head_dim = d / (model.num_heads or 1)
-    kv = model.kv_heads * head_dim
-    attention = d * d * 2 + 2 * d * kv  # q, o: d x d; k, v: d x kv
+    q = model.attention_width
+    kv = model.kv_heads * model.head_width
+    attention = 2 * d * q + 2 * d * kv  # q: d x q, o: q x d; k, v: d x kv
     mlp = (3 if model.gated_mlp else 2) * d * model.ffn_size
     norms = 2 * d
     return attention, mlp, norms
@@ -76,10 +76,10 @@ def count_params(model: ModelSpec, training: TrainingSpec | None = None) -> Para
     active_blocks = layers * (attention + mlp * model.experts_per_token + router + norms) + cross_attention
     lora = 0.0
     if training is not None and training.lora_r:
-        head_dim = d / (model.num_heads or 1)
-        kv = model.kv_heads * head_dim
-        # q (d->d) and v (d->kv) by default; more targets use the mean matrix shape.
-        per_matrix = training.lora_r * (2 * d + (d + kv)) / 2
+        q = model.attention_width
+        kv = model.kv_heads * model.head_width
+        # q (d->q) and v (d->kv) by default; more targets use the mean matrix shape.
+        per_matrix = training.lora_r * ((d + q) + (d + kv)) / 2
         lora = layers * training.lora_target_modules * per_matrix
     if training is not None and training.lora_r:
         trainable = lora

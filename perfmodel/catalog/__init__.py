@@ -157,7 +157,8 @@ _HF_KEYS = {
     "num_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
     "num_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
     "num_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads"),
-    "ffn_hidden_size": ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size"),
+    "head_dim": ("head_dim",),
+    "ffn_hidden_size": ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size", "hidden_dim"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
     "experts_per_token": ("num_experts_per_tok", "moe_top_k", "top_k"),
@@ -201,7 +202,9 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         arch=arch,
         gated_mlp=gated,
         tied_embeddings=bool(cfg.get("tie_word_embeddings", arch != "decoder")),
-        learned_pos_embeddings=int(cfg.get("max_position_embeddings", 0)) if model_type in _ENCODER_TYPES + ("gpt2", "opt") else 0,
+        learned_pos_embeddings=int(cfg.get("max_position_embeddings") or cfg.get("n_positions") or 0)
+        if model_type in _ENCODER_TYPES + ("gpt2", "opt")
+        else 0,
         source=f"Hugging Face config.json at {path}",
         **values,
     )
