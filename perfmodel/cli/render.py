@@ -34,6 +34,7 @@ def fmt_interval(iv: Interval, fmt: Any, unit: str = "") -> str:
 
 
 def render_prediction(pred: PredictedRun, console: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     w = pred.workload
@@ -54,7 +55,7 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         trainable = f", {fmt_number(a.params.trainable)} trainable"
         if t.lora_r:
             trainable += f" (LoRA r={t.lora_r}" + (f", {t.quantization_bits}-bit base)" if t.quantization_bits else ")")
-    table.add_row("Model", f"{w.model.name} ({fmt_number(a.params.total)} params{trainable})")
+    table.add_row("Model", f"{escape(w.model.name)} ({fmt_number(a.params.total)} params{trainable})")
     parallel = f"{par.num_gpus} x {w.gpu.name}"
     if par.num_nodes > 1:
         parallel += f" on {par.num_nodes} nodes"
@@ -94,7 +95,9 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         bottleneck += f"; MFU {pred.mfu.estimate:.0%} ({pred.mfu.low:.0%} – {pred.mfu.high:.0%})"
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
+    from rich.markup import escape
+
     for line in w.assumptions:
-        console.print(f"[dim]assumed:[/dim] {line}")
+        console.print(f"[dim]assumed:[/dim] {escape(line)}")
     for line in pred.warnings:
-        console.print(f"[yellow]warning:[/yellow] {line}")
+        console.print(f"[yellow]warning:[/yellow] {escape(line)}")

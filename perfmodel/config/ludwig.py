@@ -1,0 +1,225 @@
+"""Ludwig configs -> a native Draft (explicit values + Ludwig's defaults as soft defaults).
+
+A config is Ludwig's when it has any of DETECT_KEYS. `model_type` (default ecd) picks the path:
+`llm` (base_model + adapter / quantization), `ecd` (ludwig_ecd.py) or `gbm` (LightGBM). The
+legacy `training:` section is read as `trainer:`.
+
+Ludwig defaults relied on here (ludwig/schema/trainer.py, ludwig/schema/llms/quantization.py,
+ludwig/models/llm.py; trainer and backend defaults are in ludwig_trainer.py): batch_size "auto"
+(tuned at run time: perfmodel assumes 128 for ECD and 1 for LLM fine-tuning),
+use_mixed_precision false (ECD trains in fp32), num_boost_round 1000, LoRA r 8, quantization bits 4
+computing in float16. An unquantized LLM is loaded without a dtype; perfmodel assumes the
+checkpoint's bf16.
+
+Hardware: a Ludwig config never names it, so perfmodel assumes an A100-80GB for ECD and LLM models
+(and this machine's CPU for GBM, which LightGBM trains on the CPU) and says so; --gpu / --num-gpus /
+--set hardware.gpu=NAME choose another. Data: Ludwig configs do not say how much data there is;
+--rows (dataset rows before the split), --dataset or --tokens must (unless trainer.train_steps).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from perfmodel.config.dataset_size import measure_dataset
+from perfmodel.config.ludwig_ecd import map_ecd
+from perfmodel.config.ludwig_features import apply_adapter, column, features, preprocessing_of, section
+from perfmodel.config.ludwig_trainer import (
+    dataset_rows,
+    map_amount,
+    map_backend,
+    map_eval,
+    map_trainer,
+    split_fractions,
+)
+from perfmodel.config.native import DataFlags, Draft
+from perfmodel.errors import ConfigError, UnsupportedError
+
+DETECT_KEYS = ("model_type", "input_features", "output_features", "trainer", "backend", "combiner", "base_model")
+DEFAULT_GPU = "A100-80GB"
+ECD_BATCH, LLM_BATCH, BOOST_ROUNDS, LLM_SEQ_LEN = 128, 1, 1000, 512
+MISSING_AMOUNT = ("the dataset size is required for a Ludwig config: pass --rows N (dataset rows, before Ludwig's "
+                  "train/validation/test split), --dataset FILE or --tokens N (or set trainer.train_steps)")
+_DTYPES = {"float16": "fp16", "fp16": "fp16", "bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}
+
+
+def is_ludwig(cfg: dict[str, Any]) -> bool:
+    return any(k in cfg for k in DETECT_KEYS)
+
+
+def translate_ludwig(cfg: dict[str, Any], *, data: DataFlags, base_dir: Path | None = None) -> Draft:
+    """The native Draft of a Ludwig config; --tokens/--rows/--dataset are consumed here. Model
+    names that are paths (a Hugging Face config.json or its folder) are relative to `base_dir`."""
+    for key in ("model", "hardware", "framework"):
+        if key in cfg:
+            raise ConfigError(f"{key!r} is not a Ludwig key and this file is a Ludwig config (it has "
+                              f"{', '.join(k for k in DETECT_KEYS if k in cfg)}): give hardware with --gpu/--num-gpus "
+                              f"or --set hardware.gpu=NAME, or write a native config")
+    draft = Draft(missing_amount=MISSING_AMOUNT)
+    model_type = str(cfg.get("model_type") or "ecd").lower()
+    if "training" in cfg and "trainer" not in cfg:  # legacy name of the section
+        trainer, tpath = section(cfg, "training", "training"), "training"
+    else:
+        trainer, tpath = section(cfg, "trainer", "trainer"), "trainer"
+    if model_type == "gbm":
+        _gbm(cfg, trainer, tpath, draft, data)
+        return draft
+    if model_type not in ("ecd", "llm"):
+        raise ConfigError(f"model_type must be one of ecd, llm, gbm; got {model_type!r}")
+    draft.default("hardware.gpu", DEFAULT_GPU, f"hardware.gpu not given (Ludwig configs never name hardware): assumed "
+                  f"{DEFAULT_GPU}; pass --gpu NAME (`perfmodel gpus` lists them)")
+    draft.default("framework", "hf-eager", "framework: Ludwig trains eager PyTorch models: assumed hf-eager")
+    map_backend(cfg, draft)
+    if model_type == "llm":
+        _llm(cfg, trainer, tpath, draft, data)
+    else:
+        _ecd(cfg, trainer, tpath, draft, data)
+    name = draft.native["model"].get("name")
+    if base_dir is not None and isinstance(name, str) and not Path(name).expanduser().is_absolute():
+        local = base_dir / name
+        if local.exists():
+            draft.native["model"]["name"] = str(local)
+    return draft
+
+
+# --- model types -------------------------------------------------------------------------------
+
+
+def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
+    base = cfg.get("base_model")
+    if not base:
+        raise ConfigError("base_model is required for model_type: llm (a catalog name or Hugging Face id)")
+    if cfg.get("is_multimodal"):
+        raise UnsupportedError("is_multimodal: vision-language fine-tuning is not supported (image tokens are not "
+                               "modelled); perfmodel supports text-only model_type: llm")
+    if "type" not in trainer:
+        raise ConfigError(f"{tpath}.type not given: Ludwig's default for model_type llm is none, zero-shot inference: "
+                          f"nothing to train (set {tpath}.type: finetune)")
+    kind = str(trainer["type"]).lower()
+    if kind == "none":
+        raise ConfigError(f"{tpath}.type none means zero-shot inference: nothing to train (perfmodel predicts training; "
+                          f"use {tpath}.type: finetune)")
+    if kind != "finetune":
+        raise UnsupportedError(f"{tpath}.type {kind} is not supported: perfmodel models supervised fine-tuning "
+                               f"({tpath}.type: finetune); preference and RL trainers run extra forward passes it does not model")
+    draft.set("model.name", str(base))
+    lora = apply_adapter(draft, cfg.get("adapter"), "adapter")
+    quant = cfg.get("quantization")
+    if quant:
+        q = quant if isinstance(quant, dict) else {}
+        if q.get("bits") is not None:
+            draft.set("training.quantization_bits", q["bits"])
+        else:
+            draft.default("training.quantization_bits", 4, "quantization.bits not given: Ludwig's default 4")
+        dtype = q.get("bnb_4bit_compute_dtype") or q.get("compute_dtype")
+        if dtype is not None:
+            if str(dtype).lower() not in _DTYPES:
+                raise ConfigError(f"quantization compute dtype must be one of float16, bfloat16, float32; got {dtype!r}")
+            draft.set("training.precision", _DTYPES[str(dtype).lower()])
+        else:
+            draft.default("training.precision", "fp16", "quantization: Ludwig computes in float16 (bnb_4bit_compute_dtype default): training.precision assumed fp16")
+    elif trainer.get("use_mixed_precision"):
+        draft.set("training.precision", "amp_fp16")
+    else:
+        draft.default("training.precision", "bf16", "training.precision: Ludwig loads an unquantized base model without a "
+                      "dtype; assumed the checkpoint's bf16 (older transformers load fp32: --set training.precision=fp32)")
+    inputs, outputs = features(cfg, "input_features"), features(cfg, "output_features")
+    pre = section(cfg, "preprocessing", "preprocessing")
+    cap = pre.get("global_max_sequence_length")
+    in_cap, out_cap = (preprocessing_of(inputs[0], cfg).get("max_sequence_length"), preprocessing_of(outputs[0], cfg).get("max_sequence_length"))
+    if not cap and in_cap and out_cap:
+        cap = int(in_cap) + int(out_cap)
+    batch, _ = map_trainer(trainer, tpath, draft, batch=LLM_BATCH, why="Ludwig tunes batch_size at run time")
+    stats = None
+    if data.dataset is not None:
+        template = str(section(cfg, "prompt", "prompt").get("template") or "")
+        names = [n for n in re.findall(r"\{(\w+)\}", template) if not n.startswith("__")]
+        cols = names if names and "{__sample__}" not in template else [column(f) for f in inputs]
+        cols += [column(f) for f in outputs if str(f["type"]) == "text"]
+        extra = len(re.sub(r"\{[^{}]*\}", "", template)) / 4 + 2  # template text, BOS and EOS
+        stats = measure_dataset(data.dataset, text_columns=cols, tokens_cap=cap, extra_tokens_per_row=extra,
+                                column_origin="input_features / output_features / prompt.template")
+        draft.note(stats.describe())
+        level = batch / (batch + 1)
+        seq = max(1, math.ceil(stats.row_tokens_quantile(level)))
+        seq = min(seq, int(cap)) if cap else seq
+        draft.set("training.seq_len", seq)
+        draft.note(f"sequence length {seq}: the {level:.0%} quantile of tokens per row (Ludwig pads each batch of {batch} "
+                   f"to its longest sample){f', capped at {cap}' if cap else ''}")
+    elif cap:
+        draft.set("training.seq_len", int(cap))
+        draft.note(f"sequence length {cap} from the config's maximum (an upper bound: Ludwig pads each batch to its "
+                   f"longest sample; pass --dataset to estimate it)")
+    else:
+        draft.default("training.seq_len", LLM_SEQ_LEN, f"sequence length not given (Ludwig takes it from the data): assumed "
+                      f"{LLM_SEQ_LEN} tokens; pass --dataset FILE or --set training.seq_len=N")
+    train_rows = map_amount(cfg, trainer, tpath, draft, data, dataset_rows(data, stats), tokens_ok=True)
+    map_eval(cfg, trainer, draft, cost_ratio=0.5 if lora else 1 / 3, train_rows=train_rows, batch=batch)
+
+
+def _ecd(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
+    inputs = features(cfg, "input_features")
+    stats = None
+    if data.dataset is not None:
+        cols = [column(f) for f in inputs if str(f["type"]).lower() in ("text", "sequence")]
+        stats = measure_dataset(data.dataset, text_columns=cols, column_origin="input_features")
+        draft.note(stats.describe() if cols else f"dataset {stats.path.name}: {stats.rows:,} rows")
+    cand = map_ecd(cfg, draft, stats, data.dataset)
+    draft.native["model"] = cand.model
+    if cand.seq_len is not None:
+        if cand.seq_is_default:
+            draft.default("training.seq_len", cand.seq_len, cand.seq_line or "")
+        else:
+            draft.set("training.seq_len", cand.seq_len)
+            if cand.seq_line:
+                draft.note(cand.seq_line)
+    lora = apply_adapter(draft, cand.adapter, f"{cand.label}: adapter")
+    frozen = not cand.trainable and not lora
+    if frozen:
+        if cand.trainable_line:
+            draft.default("training.trainable_fraction", 0.0, cand.trainable_line)
+        else:
+            draft.set("training.trainable_fraction", 0.0)
+    if cand.checkpointing is not None:
+        draft.set("training.activation_checkpointing", cand.checkpointing)
+    if trainer.get("use_mixed_precision"):
+        draft.set("training.precision", "amp_fp16")
+    else:
+        draft.default("training.precision", "fp32", f"{tpath}.use_mixed_precision not set: Ludwig trains ECD models in fp32")
+    batch, optimizer = map_trainer(trainer, tpath, draft, batch=ECD_BATCH, why="Ludwig tunes batch_size at run time")
+    iters = 1
+    if optimizer == "lbfgs":
+        opt = trainer.get("optimizer")
+        iters = int(opt.get("max_iter") or 20) if isinstance(opt, dict) else 20
+        draft.note(f"{tpath}.optimizer lbfgs: each step runs up to max_iter={iters} forward/backward passes; counted as {iters} steps")
+    train_rows = map_amount(cfg, trainer, tpath, draft, data, dataset_rows(data, stats), tokens_ok=cand.seq_len is not None, iters=iters)
+    ratio = 1.0 if frozen else (0.5 if lora else 1 / 3)
+    map_eval(cfg, trainer, draft, cost_ratio=ratio, train_rows=train_rows, batch=batch)
+
+
+def _gbm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
+    inputs = features(cfg, "input_features")
+    features(cfg, "output_features")
+    draft.native["model"] = {"name": "lightgbm", "family": "gbm", "arch": "gbm", "source": "Ludwig model_type: gbm (LightGBM)"}
+    draft.native["framework"] = "lightgbm"
+    draft.set("training.gbm_features", len(inputs))
+    if trainer.get("num_boost_round") is not None:
+        draft.set("training.gbm_rounds", trainer["num_boost_round"])
+    else:
+        draft.default("training.gbm_rounds", BOOST_ROUNDS, f"{tpath}.num_boost_round not given: Ludwig's default {BOOST_ROUNDS}")
+    draft.default("hardware.gpu", "cpu", "hardware.gpu not given: Ludwig trains GBM models with LightGBM on the CPU: "
+                  "assumed cpu (this machine's CPU; pass --gpu to choose another)")
+    draft.default("hardware.num_gpus", 1, "")
+    if data.tokens is not None:
+        raise ConfigError("--tokens does not apply to a gbm model: pass --rows N or --dataset FILE")
+    rows = data.rows
+    if data.dataset is not None:
+        rows = measure_dataset(data.dataset).rows
+        draft.note(f"dataset {Path(data.dataset).name}: {rows:,} rows")
+    if rows is not None:
+        train, ratio, how = split_fractions(cfg)
+        draft.set("training.gbm_rows", max(1, round(rows * ratio * train)))
+        draft.note(f"training rows: {rows:,} x {train:g} ({how}) = {max(1, round(rows * ratio * train)):,}")

@@ -1,0 +1,186 @@
+"""Ludwig trainer and backend sections -> native training / hardware keys (shared by ECD and LLM).
+
+Ludwig defaults relied on (ludwig/schema/trainer.py): epochs 100 (train_steps overrides epochs),
+batch_size and gradient_accumulation_steps "auto" (tuned at run time: the caller's assumption),
+optimizer adam, random split 0.7/0.1/0.2; validation and test are evaluated once per epoch (or
+checkpoints_per_epoch / steps_per_checkpoint times). Backends: local = one GPU; ray / horovod /
+deepspeed with their strategy (DeepSpeed ZeRO stage 3 by default).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from perfmodel.config.dataset_size import DatasetStats
+from perfmodel.config.ludwig_features import section
+from perfmodel.config.native import DataFlags, Draft
+from perfmodel.errors import ConfigError, UnsupportedError
+
+EPOCHS = 100
+_OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lbfgs": "lbfgs", "adafactor": "adafactor", "lion": "lion",
+               "adamax": "adam", "nadam": "adam", "rmsprop": "sgd_momentum", "adagrad": "sgd_momentum",
+               "adadelta": "adam", "ftrl": "sgd_momentum"}
+
+
+def split_fractions(cfg: dict[str, Any]) -> tuple[float, float, str]:
+    """(train fraction, rows fraction kept by sampling, how it was decided)."""
+    pre = section(cfg, "preprocessing", "preprocessing")
+    split = section(pre, "split", "preprocessing.split")
+    probs = split.get("probabilities") or pre.get("split_probabilities")
+    ratio = float(pre.get("sample_ratio") or 1.0)
+    if isinstance(probs, list) and probs:
+        return float(probs[0]), ratio, f"preprocessing.split probabilities {probs}"
+    if str(split.get("type", "random")) == "fixed":
+        return 0.7, ratio, "preprocessing.split is fixed (the data's split column decides): assumed 70% training rows"
+    return 0.7, ratio, "Ludwig's default random split 0.7/0.1/0.2"
+
+
+def dataset_rows(data: DataFlags, stats: DatasetStats | None) -> int | None:
+    if data.rows is not None:
+        return int(data.rows)
+    return stats.rows if stats is not None else None
+
+
+def map_trainer(trainer: dict[str, Any], tpath: str, draft: Draft, *, batch: int, why: str) -> tuple[int, str]:
+    """batch size, accumulation, optimizer, checkpointing; returns (micro batch, optimizer)."""
+    bs = trainer.get("batch_size")
+    if isinstance(bs, int) and not isinstance(bs, bool):
+        draft.set("training.micro_batch_size", bs)
+        batch = bs
+    else:
+        cap = trainer.get("max_batch_size")
+        batch = min(batch, cap) if isinstance(cap, int) and cap > 0 else batch
+        state = "is auto" if bs == "auto" else "not given"
+        draft.default("training.micro_batch_size", batch, f"{tpath}.batch_size {state}: assumed {batch} ({why})")
+    ga = trainer.get("gradient_accumulation_steps")
+    if isinstance(ga, int) and not isinstance(ga, bool):
+        draft.set("training.grad_accum_steps", ga)
+    else:
+        draft.default("training.grad_accum_steps", 1, f"{tpath}.gradient_accumulation_steps not given: assumed 1")
+    opt = trainer.get("optimizer")
+    spec = opt if isinstance(opt, dict) else ({"type": opt} if opt else {})
+    raw = str(spec.get("type") or "adam").lower()
+    name = re.sub(r"^paged_|_(8|32)bit$", "", raw)
+    mapped = _OPTIMIZERS.get(name)
+    if mapped is None:
+        raise UnsupportedError(f"{tpath}.optimizer.type {raw} is not supported; supported: {', '.join(_OPTIMIZERS)}")
+    if mapped == "sgd" and spec.get("momentum"):
+        mapped = "sgd_momentum"
+    if "type" in spec:
+        draft.set("training.optimizer", mapped)
+        if mapped != name or raw != name:
+            draft.note(f"{tpath}.optimizer {raw} counted as {mapped} (same optimizer-state size class)")
+    else:
+        draft.default("training.optimizer", "adam", "")
+    if isinstance(trainer.get("enable_gradient_checkpointing"), bool):
+        draft.set("training.activation_checkpointing", trainer["enable_gradient_checkpointing"])
+    else:
+        draft.default("training.activation_checkpointing", False, "")
+    return batch, mapped
+
+
+def map_amount(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags,
+               rows: int | None, *, tokens_ok: bool, iters: int = 1) -> float | None:
+    """training.tokens / steps / samples+epochs; returns the training rows (or None)."""
+    train, ratio, how = split_fractions(cfg)
+    train_rows = rows * ratio * train if rows is not None else None
+    if data.tokens is not None:
+        if not tokens_ok:
+            raise ConfigError("--tokens applies to token models; this Ludwig config trains a non-token model: pass --rows N or --dataset FILE")
+        draft.set("training.tokens", float(data.tokens))
+        draft.note(f"--tokens {data.tokens:g}: the total over all epochs ({tpath}.epochs and train_steps not applied)")
+        return train_rows
+    steps = trainer.get("train_steps")
+    if steps:
+        draft.set("training.steps", int(steps) * iters)
+        if "epochs" in trainer:
+            draft.note(f"{tpath}.train_steps {steps} overrides {tpath}.epochs (as in Ludwig)")
+        return train_rows
+    if train_rows is None:
+        return None
+    if train_rows < 1:
+        raise ConfigError(f"{rows} dataset rows leave no training rows after the split ({how})")
+    sampled = f" x sample_ratio {ratio:g}" if ratio != 1 else ""
+    draft.set("training.samples", round(train_rows))
+    draft.note(f"training samples per epoch: {rows:,} rows{sampled} x {train:g} ({how}) = {round(train_rows):,}")
+    epochs = trainer.get("epochs")
+    if epochs is not None:
+        draft.set("training.epochs", float(epochs) * iters)
+    else:
+        draft.default("training.epochs", float(EPOCHS * iters), f"{tpath}.epochs not given: Ludwig's default {EPOCHS} "
+                      f"(an upper bound: early stopping after {trainer.get('early_stop', 5)} evaluations without "
+                      f"improvement usually ends training sooner)")
+    return train_rows
+
+
+def map_eval(cfg: dict[str, Any], trainer: dict[str, Any], draft: Draft, *, cost_ratio: float,
+             train_rows: float | None, batch: int) -> None:
+    """training.eval_fraction: Ludwig evaluates validation and test (forward only) at each checkpoint."""
+    if trainer.get("skip_all_evaluation"):
+        draft.set("training.eval_fraction", 0.0)
+        return
+    train, _, _ = split_fractions(cfg)
+    evals = float(trainer.get("checkpoints_per_epoch") or 1)
+    spc = trainer.get("steps_per_checkpoint")
+    if spc and train_rows:
+        evals = max(1.0, train_rows / batch / float(spc))
+    rows_ratio = (1 - train) / train + (1.0 if trainer.get("evaluate_training_set") else 0.0)
+    fraction = round(evals * rows_ratio * cost_ratio, 3)
+    what = "validation and test splits" + (" and the training set" if trainer.get("evaluate_training_set") else "")
+    draft.default("training.eval_fraction", fraction, f"evaluation: Ludwig runs the {what} through the model "
+                  f"{evals:g}x per epoch (forward only): training.eval_fraction={fraction:g}")
+
+
+def map_backend(cfg: dict[str, Any], draft: Draft) -> None:
+    """backend -> hardware.num_gpus / gpu / strategy / cpu_offload (and framework deepspeed)."""
+    b = cfg.get("backend")
+    if b is None:
+        draft.default("hardware.num_gpus", 1, "")
+        return
+    spec = {"type": b} if isinstance(b, str) else b
+    if not isinstance(spec, dict):
+        raise ConfigError(f"backend must be a mapping or a backend type, got {b!r}")
+    kind = str(spec.get("type", "local")).lower()
+    if kind == "local":
+        draft.default("hardware.num_gpus", 1, "")
+        return
+    if kind not in ("ray", "horovod", "deepspeed"):
+        raise ConfigError(f"backend.type must be one of local, ray, horovod, deepspeed; got {kind!r}")
+    trainer = section(spec, "trainer", "backend.trainer") if kind == "ray" else {}
+    if trainer.get("num_workers"):
+        draft.set("hardware.num_gpus", int(trainer["num_workers"]))
+    else:
+        who = "Ray uses every GPU of the cluster" if kind == "ray" else "the launcher decides"
+        draft.default("hardware.num_gpus", 1, f"backend {kind}: GPU count not in the config ({who}): assumed 1; pass --num-gpus N")
+    if trainer.get("use_gpu") is False:
+        draft.set("hardware.gpu", "cpu")
+    strategy = trainer.get("strategy") if kind == "ray" else ({**spec, "type": "deepspeed"} if kind == "deepspeed" else "horovod")
+    if strategy is not None:
+        _strategy(strategy, draft, "backend.trainer.strategy" if kind == "ray" else "backend")
+
+
+def _strategy(strategy: Any, draft: Draft, path: str) -> None:
+    spec = {"type": strategy} if isinstance(strategy, str) else strategy
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path} must be a strategy name or a mapping, got {strategy!r}")
+    kind = str(spec.get("type", "ddp")).lower()
+    if kind in ("ddp", "horovod", "fsdp"):
+        draft.set("hardware.strategy", "fsdp" if kind == "fsdp" else "ddp")
+        return
+    if kind != "deepspeed":
+        raise ConfigError(f"{path} type must be one of ddp, fsdp, horovod, deepspeed; got {kind!r}")
+    draft.native["framework"] = "deepspeed"
+    zero = section(spec, "zero_optimization", f"{path}.zero_optimization")
+    stages = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+    if zero.get("stage") is not None:
+        if zero["stage"] not in stages:
+            raise ConfigError(f"{path}.zero_optimization.stage must be 0, 1, 2 or 3; got {zero['stage']!r}")
+        draft.set("hardware.strategy", stages[zero["stage"]])
+    else:
+        draft.default("hardware.strategy", "zero3", f"{path}.zero_optimization.stage not given: assumed ZeRO stage 3 (Ludwig's DeepSpeed default)")
+    for key in ("offload_optimizer", "offload_param"):
+        device = section(zero, key, f"{path}.zero_optimization.{key}").get("device")
+        if device and str(device).lower() != "none":
+            draft.set("hardware.cpu_offload", True)
+

@@ -1,0 +1,230 @@
+"""Ludwig configs through load_workload: LLM, ECD and GBM mapping, Ludwig defaults stated as
+assumptions, refusals, and every real Ludwig config in the shared folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfmodel.catalog import resolve_model_key
+from perfmodel.config import detect_format, load_workload
+from perfmodel.config.overrides import read_config_file
+from perfmodel.errors import ConfigError, PerfModelError, UnsupportedError
+
+FIX = Path(__file__).parent / "fixtures" / "configs"
+REAL = Path(__file__).resolve().parents[2] / "shared" / "ludwig-configs"
+
+
+def lines(w, needle: str) -> list[str]:
+    return [a for a in w.assumptions if needle in a]
+
+
+def test_formats_are_detected_by_their_keys():
+    assert detect_format(read_config_file(FIX / "ludwig_llm_qlora.yaml")) == "ludwig"
+    assert detect_format(read_config_file(FIX / "ludwig_ecd_legacy.yaml")) == "ludwig"  # training: + input_features
+    assert detect_format(read_config_file(FIX / "native_full.yaml")) == "native"
+
+
+def test_llm_qlora_with_ludwig_defaults_stated():
+    w = load_workload(FIX / "ludwig_llm_qlora.yaml", rows=10_000)
+    t = w.training
+    assert w.model.name == "llama2-7b" and w.model.arch == "decoder"
+    assert (t.quantization_bits, t.lora_r, t.precision) == (4, 8, "fp16")
+    assert (t.micro_batch_size, t.grad_accum_steps, t.epochs, t.samples) == (2, 8, 2, 7000)
+    assert t.seq_len == 512 and t.trainable_fraction is None
+    assert w.gpu.name == "A100-80GB" and w.parallel.num_gpus == 1
+    assert lines(w, "adapter.r not given: Ludwig's LoRA default r=8")
+    assert lines(w, "training.precision assumed fp16")
+    assert lines(w, "hardware.gpu not given") and lines(w, "assumed 512 tokens")
+    assert lines(w, "10,000 rows x 0.7")
+    assert t.eval_fraction == pytest.approx(0.3 / 0.7 * 0.5, abs=1e-3)
+
+
+def test_llm_lora_on_ray_with_deepspeed_zero2_offload():
+    w = load_workload(FIX / "ludwig_llm_lora_deepspeed_ray.yaml", rows=40_000, gpu="A100-80GB")
+    t, p = w.training, w.parallel
+    assert (t.lora_r, t.lora_target_modules, t.quantization_bits) == (32, 4, None)
+    assert (t.precision, t.activation_checkpointing, t.seq_len) == ("amp_fp16", True, 1024)
+    assert (p.num_gpus, p.strategy, p.cpu_offload) == (4, "zero2", True)
+    assert w.framework == "deepspeed"
+    assert not lines(w, "hardware.gpu not given")  # the flag named it
+    assert lines(w, "sequence length 1024 from the config's maximum")
+
+
+def test_llm_tokens_flag_is_the_total_and_drops_epochs():
+    w = load_workload(FIX / "ludwig_llm_qlora.yaml", tokens=5e7)
+    assert (w.training.tokens, w.training.epochs, w.training.samples) == (5e7, None, None)
+
+
+def test_llm_sequence_length_and_rows_from_a_dataset(tmp_path):
+    rows = 500
+    pd.DataFrame({"question": ["q" * 400] * rows, "answer": ["a" * 392] * rows}).to_csv(tmp_path / "qa.csv", index=False)
+    w = load_workload(FIX / "ludwig_llm_qlora.yaml", dataset=tmp_path / "qa.csv")
+    # (400 + 392) / 4 = 198 tokens of text + 2 (BOS, EOS) per row
+    assert w.training.seq_len == 200 and w.training.samples == round(rows * 0.7)
+    assert lines(w, "characters/4 over columns [question, answer]")
+
+
+def test_ecd_bert_trainable_true_is_full_fine_tuning():
+    w = load_workload(FIX / "ludwig_ecd_bert_trainable.yaml", rows=20_000)
+    t = w.training
+    assert w.model.arch == "encoder" and w.model.hidden_size == 768 and w.model.num_layers == 12
+    assert (t.trainable_fraction, t.lora_r, t.seq_len, t.precision) == (None, None, 128, "amp_fp16")
+    assert (t.micro_batch_size, t.epochs, t.samples) == (32, 3, 14_000)
+    assert t.eval_fraction == pytest.approx(0.3 / 0.7 / 3, abs=1e-3)
+
+
+def test_ecd_bert_default_is_a_frozen_encoder_and_says_so():
+    w = load_workload(FIX / "ludwig_ecd_bert_frozen.yaml", rows=20_000)
+    assert w.training.trainable_fraction == 0.0 and w.training.precision == "fp32"
+    assert lines(w, "encoder trainable not given: Ludwig's default for pretrained bert encoders is false")
+    assert lines(w, "use_mixed_precision not set: Ludwig trains ECD models in fp32")
+    unfrozen = load_workload(FIX / "ludwig_ecd_bert_frozen.yaml", rows=20_000, overrides=["training.trainable_fraction=1"])
+    assert unfrozen.training.trainable_fraction == 1.0 and not lines(unfrozen, "encoder trainable")
+
+
+def test_ecd_legacy_training_section_and_bare_string_encoder():
+    w = load_workload(FIX / "ludwig_ecd_legacy.yaml", rows=1000)
+    t = w.training
+    assert w.model.hidden_size == 768 and t.trainable_fraction is None  # flat `trainable: true`
+    assert (t.seq_len, t.micro_batch_size, t.epochs, t.samples) == (64, 16, 4, 700)  # preprocessing.text cap
+
+
+def test_ecd_text_sequence_length_from_the_longest_text(tmp_path):
+    pd.DataFrame({"review": ["x" * 40, "y" * 160, "z" * 80]}).to_parquet(tmp_path / "r.parquet")
+    w = load_workload(FIX / "ludwig_ecd_bert_frozen.yaml", dataset=tmp_path / "r.parquet")
+    assert w.training.seq_len == 160 // 4 + 2 and w.training.samples == 2  # round(3 * 0.7)
+
+
+@pytest.mark.skipif(resolve_model_key("bert-base-uncased") is None, reason="bert-base not in the catalog yet")
+def test_ecd_bare_bert_encoder_resolves_through_the_catalog(tmp_path):
+    cfg = tmp_path / "bert.yaml"
+    cfg.write_text("input_features:\n  - {name: t, type: text, encoder: bert}\noutput_features:\n  - {name: y, type: binary}\n")
+    w = load_workload(cfg, rows=100)
+    assert w.model.hidden_size == 768 and w.training.seq_len == 256 and w.training.epochs == 100
+    assert lines(w, "trainer.epochs not given: Ludwig's default 100") and lines(w, "trainer.batch_size not given: assumed 128")
+
+
+def test_ecd_tabular_model_is_estimated_from_its_layers():
+    w = load_workload(FIX / "ludwig_ecd_tabular.yaml", rows=1000)
+    m = w.model
+    # 3 passthrough inputs -> fc 64 (3*64 + 64) -> binary decoder linear(64, 2) (64*2 + 2)
+    assert m.arch == "mlp" and m.params_total == 3 * 64 + 64 + 64 * 2 + 2
+    assert m.forward_gflops_per_sample == pytest.approx((2 * 3 * 64 + 2 * 64 * 2) / 1e9)
+    assert lines(w, "model estimated from the Ludwig config")
+    with pytest.raises(ConfigError, match="--tokens applies to token models"):
+        load_workload(FIX / "ludwig_ecd_tabular.yaml", tokens=1e6)
+
+
+def test_ecd_resnet_is_the_catalog_model_scaled_to_the_image_size():
+    w = load_workload(FIX / "ludwig_ecd_resnet.yaml", rows=1000)
+    assert w.model.name == "resnet50" and w.model.arch == "cnn"
+    assert w.model.forward_gflops_per_sample == pytest.approx(8.2 / 4)
+    assert w.training.precision == "amp_fp16" and w.training.trainable_fraction is None
+
+
+def test_image_size_is_read_from_the_first_image_of_the_dataset(tmp_path):
+    image = pytest.importorskip("PIL.Image")
+    for i in range(3):
+        image.new("L", (28, 28)).save(tmp_path / f"{i}.png")
+    pd.DataFrame({"image_path": [f"{i}.png" for i in range(3)], "label": [0, 1, 0]}).to_csv(tmp_path / "digits.csv", index=False)
+    cfg = tmp_path / "cnn.yaml"
+    cfg.write_text("input_features:\n  - {name: image_path, type: image, encoder: stacked_cnn}\n"
+                   "output_features:\n  - {name: label, type: category}\ntrainer: {epochs: 2}\n")
+    w = load_workload(cfg, dataset=tmp_path / "digits.csv")
+    # Ludwig's default stack on 28x28x1: conv 3x3x32 -> 26, pool -> 13; conv 3x3x64 -> 11, pool -> 5;
+    # fc 5*5*64 -> 128; category decoder 128 -> 2
+    params = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (1600 * 128 + 128) + (128 * 2 + 2)
+    assert w.model.arch == "cnn" and w.model.params_total == params
+    assert lines(w, "image size 28x28x1 read from the first image") and w.training.samples == 2
+
+
+def test_gbm_rows_features_rounds_on_the_cpu(tmp_path):
+    w = load_workload(FIX / "ludwig_gbm.yaml", rows=10_000)
+    t = w.training
+    assert w.model.arch == "gbm" and (t.gbm_rows, t.gbm_features, t.gbm_rounds) == (7000, 3, 300)
+    assert w.gpu.name == "cpu" and lines(w, "LightGBM on the CPU")
+    plain = tmp_path / "gbm.yaml"
+    plain.write_text((FIX / "ludwig_gbm.yaml").read_text().replace("  num_boost_round: 300\n", ""))
+    default = load_workload(plain, rows=10_000)
+    assert default.training.gbm_rounds == 1000 and lines(default, "trainer.num_boost_round not given: Ludwig's default 1000")
+    with pytest.raises(ConfigError, match="--tokens does not apply to a gbm model"):
+        load_workload(FIX / "ludwig_gbm.yaml", tokens=1e6)
+
+
+def test_zero_shot_llm_is_refused_with_a_clear_reason():
+    with pytest.raises(ConfigError, match="trainer.type none means zero-shot inference: nothing to train"):
+        load_workload(FIX / "ludwig_llm_zero_shot.yaml", rows=100)
+
+
+def test_unsupported_encoder_names_it_and_what_is_supported():
+    with pytest.raises(UnsupportedError) as err:
+        load_workload(FIX / "ludwig_ecd_unsupported_encoder.yaml", rows=100)
+    assert "'efficientnet'" in str(err.value) and "stacked_cnn, resnet, vit, unet" in str(err.value)
+
+
+def test_dataset_size_is_required_unless_train_steps(tmp_path):
+    with pytest.raises(ConfigError, match="pass --rows N"):
+        load_workload(FIX / "ludwig_llm_qlora.yaml")
+    cfg = tmp_path / "steps.yaml"
+    cfg.write_text((FIX / "ludwig_llm_qlora.yaml").read_text().replace("  epochs: 2\n", "  epochs: 2\n  train_steps: 300\n"))
+    w = load_workload(cfg)
+    assert (w.training.steps, w.training.samples, w.training.epochs) == (300, None, None)
+
+
+def test_overrides_apply_on_top_of_the_translated_config():
+    w = load_workload(FIX / "ludwig_llm_qlora.yaml", rows=1000,
+                      overrides=["training.seq_len=1024", "training.lora_r=null", "training.quantization_bits=null",
+                                 "training.precision=bf16", "hardware.gpu=A100-80GB"])
+    t = w.training
+    assert (t.seq_len, t.lora_r, t.quantization_bits, t.precision) == (1024, None, None, "bf16")
+    assert not lines(w, "adapter.r") and not lines(w, "assumed 512 tokens") and not lines(w, "hardware.gpu")
+
+
+@pytest.mark.parametrize(
+    "text,error,expected",
+    [
+        ("model_type: llm\ninput_features: [{name: a, type: text}]\noutput_features: [{name: b, type: text}]\n",
+         ConfigError, "base_model is required"),
+        ("model_type: llm\nbase_model: llama2-7b\ninput_features: [{name: a, type: text}]\n"
+         "output_features: [{name: b, type: text}]\ntrainer: {type: dpo}\n", UnsupportedError, "trainer.type dpo"),
+        ("model_type: llm\nbase_model: llama2-7b\nis_multimodal: true\ninput_features: [{name: a, type: text}]\n"
+         "output_features: [{name: b, type: text}]\n", UnsupportedError, "is_multimodal"),
+        ("model_type: llm\nbase_model: llama2-7b\ninput_features: [{name: a, type: text}]\n"
+         "output_features: [{name: b, type: text}]\n", ConfigError, "trainer.type not given: Ludwig's default for model_type llm is none"),
+        ("model_type: rl\ninput_features: [{name: a, type: number}]\n", ConfigError, "model_type must be one of ecd, llm, gbm"),
+        ("input_features: [{name: a, type: number}]\noutput_features: [{name: b, type: binary}]\nhardware: {gpu: A100-80GB}\n",
+         ConfigError, "'hardware' is not a Ludwig key"),
+        ("input_features: [{name: a}]\noutput_features: [{name: b, type: binary}]\n", ConfigError, "input_features[0] must be a mapping"),
+        ("input_features: [{name: a, type: audio}]\noutput_features: [{name: b, type: binary}]\n", UnsupportedError, "'audio'"),
+        ("input_features: [{name: a, type: number}]\noutput_features: [{name: b, type: binary}]\nbackend: {type: spark}\n",
+         ConfigError, "backend.type must be one of"),
+        ("input_features: [{name: a, type: number}]\noutput_features: [{name: b, type: binary}]\ncombiner: {type: comparator}\n",
+         UnsupportedError, "combiner.type comparator"),
+    ],
+)
+def test_bad_ludwig_configs(tmp_path, text, error, expected):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(text)
+    with pytest.raises(error) as err:
+        load_workload(cfg, rows=100)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def _real_configs() -> list[Path]:
+    return sorted(REAL.glob("*.yaml")) if REAL.is_dir() else []
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} not present")
+@pytest.mark.parametrize("path", _real_configs(), ids=lambda p: p.name)
+def test_every_real_ludwig_config_loads_or_is_refused_with_a_reason(path):
+    try:
+        w = load_workload(path, gpu="A100-80GB", rows=10_000)
+    except PerfModelError as exc:
+        message = str(exc)
+        assert message and "\n" not in message
+        return
+    assert w.gpu.name == "A100-80GB"
+    assert w.training.steps or w.training.samples or w.training.tokens or w.training.gbm_rows

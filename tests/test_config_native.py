@@ -1,0 +1,203 @@
+"""The native config format through load_workload: keys, defaults, assumptions, overrides, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perfmodel.config import detect_format, load_workload, resolve_config, workload_to_native
+from perfmodel.errors import CatalogError, ConfigError, PerfModelError
+
+FIX = Path(__file__).parent / "fixtures" / "configs"
+
+
+def write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_full_config_maps_every_contract_key():
+    w = load_workload(FIX / "native_full.yaml")
+    t, p = w.training, w.parallel
+    assert w.model.name == "llama2-7b" and w.model.hidden_size == 4096 and w.model.gated_mlp
+    assert (t.seq_len, t.micro_batch_size, t.grad_accum_steps) == (1024, 4, 8)
+    assert (t.precision, t.optimizer, t.activation_checkpointing) == ("amp_bf16", "adamw", True)
+    assert (t.lora_r, t.quantization_bits, t.tokens) == (16, 4, 2.0e8)  # '2.0e8' is a string to PyYAML
+    assert (t.samples, t.steps, t.epochs) == (None, None, None)
+    assert (p.num_gpus, p.num_nodes, p.strategy, p.tensor_parallel, p.pipeline_parallel) == (8, 2, "fsdp", 2, 1)
+    assert w.gpu.name == "A100-80GB" and w.framework == "hf-eager"
+    assert w.assumptions == ()  # nothing was left to a default
+
+
+def test_minimal_config_lists_every_default_it_applied():
+    w = load_workload(FIX / "native_minimal.yaml")
+    t = w.training
+    assert (t.seq_len, t.micro_batch_size, t.grad_accum_steps, t.precision, t.optimizer) == (512, 8, 1, "bf16", "adamw")
+    assert t.activation_checkpointing is False and t.lora_r is None and w.parallel.num_gpus == 1
+    text = "\n".join(w.assumptions)
+    for key in ("training.seq_len", "training.micro_batch_size", "training.grad_accum_steps", "training.precision",
+                "training.optimizer", "training.activation_checkpointing", "hardware.num_gpus", "framework"):
+        assert key in text, key
+    assert "training.precision not given: assumed bf16" in w.assumptions
+    # single GPU: strategy and nodes do not matter and are not listed
+    assert "hardware.strategy" not in text and "hardware.num_nodes" not in text
+
+
+def test_custom_dims_define_a_model_outside_the_catalog():
+    w = load_workload(FIX / "native_custom_dims.yaml")
+    m = w.model
+    assert (m.name, m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size) == (
+        "tiny-gqa-1b", 2048, 16, 32, 8, 5632)
+    assert m.gated_mlp and m.arch == "decoder"
+    assert (w.training.samples, w.training.epochs, w.training.tokens) == (100000, 2, None)
+
+
+def test_explicit_dims_override_the_catalog_entry(tmp_path):
+    cfg = write(tmp_path, (FIX / "native_minimal.yaml").read_text().replace("name: llama2-7b", "name: llama2-7b\n  num_layers: 16"))
+    m = load_workload(cfg).model
+    assert m.num_layers == 16 and m.hidden_size == 4096 and m.name == "llama2-7b" and m.params_total is None
+
+
+def test_model_path_reads_a_hugging_face_config_relative_to_the_file():
+    w = load_workload(FIX / "native_hf_config_path.yaml")
+    assert w.model.arch == "encoder" and w.model.hidden_size == 768 and w.model.vocab_size == 30522
+    assert w.training.precision == "amp_fp16"
+
+
+def test_unknown_key_names_the_full_path_and_the_allowed_keys():
+    with pytest.raises(ConfigError) as err:
+        load_workload(FIX / "native_unknown_key.yaml")
+    msg = str(err.value)
+    assert "training.lora_rank" in msg and "allowed keys in training" in msg and "lora_r" in msg
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("models:\n  name: llama2-7b\n", "unknown top-level key 'models'"),
+        ("model:\n  name: llama2-7b\ntraining:\n  tokens: 1.0e8\n", "hardware.gpu is required"),
+        ("training:\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n", "model.name is required"),
+        ("model: llama2-7b\n", "model must be a mapping"),
+        ("model:\n  name: llama2-7b\ntraining:\n  tokens: 1.0e8\n  samples: 10\nhardware:\n  gpu: A100-80GB\n",
+         "give one of training.tokens"),
+        ("model:\n  name: llama2-7b\ntraining:\n  tokens: 1.0e8\n  epochs: 2\nhardware:\n  gpu: A100-80GB\n",
+         "training.epochs applies to training.samples"),
+        ("model:\n  name: llama2-7b\ntraining:\n  micro_batch_size: eight\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
+         "training.micro_batch_size must be a number"),
+        ("model:\n  name: llama2-7b\ntraining:\n  micro_batch_size: 2.5\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
+         "training.micro_batch_size must be a whole number"),
+        ("model:\n  name: llama2-7b\ntraining:\n  activation_checkpointing: yes please\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
+         "training.activation_checkpointing must be true or false"),
+        ("model:\n  name: llama2-7b\ntraining:\n  precision: fp4\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
+         "training.precision must be one of"),
+        ("model:\n  name: llama2-7b\ntraining:\n  micro_batch_size: -1\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
+         "training.micro_batch_size must be > 0"),
+        ("model:\n  name: resnet50\ntraining:\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
+         "training.tokens applies to token models"),
+    ],
+)
+def test_bad_values_are_one_line_config_errors(tmp_path, text, expected):
+    with pytest.raises(ConfigError) as err:
+        load_workload(write(tmp_path, text))
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_amount_of_data_names_training_tokens_and_the_flags():
+    with pytest.raises(ConfigError, match=r"training\.tokens .*--tokens/--rows/--dataset"):
+        load_workload(FIX / "native_missing_tokens.yaml")
+
+
+def test_unknown_names_are_catalog_errors_with_suggestions(tmp_path):
+    cfg = write(tmp_path, (FIX / "native_minimal.yaml").read_text().replace("A100-80GB", "A100-80G"))
+    with pytest.raises(CatalogError, match="did you mean A100-80GB"):
+        load_workload(cfg)
+    with pytest.raises(CatalogError, match="llama2-7b"):
+        load_workload(FIX / "native_minimal.yaml", overrides=["model.name=lama2-7b"])
+
+
+@pytest.mark.parametrize(
+    "make,expected",
+    [
+        (lambda d: d / "nope.yaml", "does not exist"),
+        (lambda d: d, "is a directory"),
+        (lambda d: write(d, "model: [unclosed"), "is not valid YAML at line"),
+        (lambda d: write(d, ""), "is empty"),
+        (lambda d: write(d, "- a\n- b\n"), "must hold a mapping"),
+    ],
+)
+def test_unreadable_files_are_one_line_config_errors(tmp_path, make, expected):
+    with pytest.raises(ConfigError) as err:
+        load_workload(make(tmp_path))
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_overrides_use_native_key_paths_and_yaml_scalars():
+    w = load_workload(
+        FIX / "native_full.yaml",
+        overrides=["training.micro_batch_size=16", "training.activation_checkpointing=false",
+                   "training.lora_r=null", "hardware.num_gpus=4", "hardware.num_nodes=1", "framework=composer-fsdp"],
+    )
+    assert w.training.micro_batch_size == 16 and w.training.activation_checkpointing is False
+    assert w.training.lora_r is None  # null unsets the key
+    assert w.parallel.num_gpus == 4 and w.framework == "composer-fsdp"
+
+
+def test_flags_beat_overrides_beat_the_file():
+    w = load_workload(FIX / "native_full.yaml", overrides=["hardware.gpu=cpu", "hardware.num_gpus=2", "hardware.num_nodes=1"],
+                      gpu="A100-80GB", num_gpus=4)
+    assert w.gpu.name == "A100-80GB" and w.parallel.num_gpus == 4
+    w = load_workload(FIX / "native_full.yaml", tokens=1e6)
+    assert w.training.tokens == 1e6
+    w = load_workload(FIX / "native_custom_dims.yaml", rows=5000)
+    assert (w.training.samples, w.training.epochs) == (5000, 2)
+    assert any("replaces training.samples" in a for a in w.assumptions)
+
+
+def test_rows_flag_without_epochs_assumes_one_epoch():
+    w = load_workload(FIX / "native_minimal.yaml", rows=1000)
+    assert (w.training.samples, w.training.epochs, w.training.tokens) == (1000, 1, None)
+    assert "training.epochs not given: assumed 1" in w.assumptions
+
+
+@pytest.mark.parametrize(
+    "kwargs,expected",
+    [
+        ({"overrides": ["training.lora_rank=8"]}, "unknown key training.lora_rank"),
+        ({"overrides": ["training.micro_batch_size"]}, "must look like section.key=value"),
+        ({"overrides": ["training.micro_batch_size="]}, "has no value"),
+        ({"overrides": ["gpu=A100-80GB"]}, "unknown section 'gpu'"),
+        ({"tokens": 1e6, "rows": 10}, "only one of --tokens, --rows, --dataset"),
+        ({"rows": 0}, "--rows must be a whole number > 0"),
+        ({"tokens": -5.0}, "--tokens must be > 0"),
+    ],
+)
+def test_bad_flags_are_config_errors(kwargs, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_workload(FIX / "native_minimal.yaml", **kwargs)
+
+
+def test_a_run_described_by_overrides_alone():
+    w = load_workload(None, overrides=["model.name=llama2-7b", "training.tokens=1e9", "hardware.gpu=A100-80GB"])
+    assert w.model.name == "llama2-7b" and w.training.tokens == 1e9
+
+
+def test_resolved_config_is_native_and_loads_back_to_the_same_workload(tmp_path):
+    resolved = resolve_config(FIX / "native_minimal.yaml", num_gpus=2)
+    assert set(resolved) == {"model", "training", "hardware", "framework"}
+    assert detect_format(resolved) == "native"
+    assert resolved["training"]["precision"] == "bf16" and resolved["hardware"]["num_gpus"] == 2
+    again = load_workload(write(tmp_path, yaml.safe_dump(resolved)))
+    first = load_workload(FIX / "native_minimal.yaml", num_gpus=2)
+    assert (again.model, again.training, again.parallel, again.gpu.name) == (first.model, first.training, first.parallel, first.gpu.name)
+    assert again.assumptions == ()
+    assert workload_to_native(again) == resolved
+
+
+def test_every_error_is_a_perfmodel_error(tmp_path):
+    for text in ("model: {name: llama2-7b}\n", "hardware: {gpu: nosuch}\nmodel: {name: llama2-7b}\ntraining: {tokens: 1}\n"):
+        with pytest.raises(PerfModelError):
+            load_workload(write(tmp_path, text))
