@@ -31,6 +31,8 @@ class Column:
     """What the value is, in one sentence."""
     required: bool = False
     """Rows without it are rejected."""
+    required_if_ok: bool = False
+    """Rows with status 'ok' must have it (an OOM row has no step time)."""
 
 
 _C = Column
@@ -90,7 +92,7 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="framework", dtype="string", unit="", meaning="Software stack family: hf-eager, torch-eager, composer-fsdp, megatron, nemo, torchtitan, deepspeed, dle-ngc, lightgbm."),
     _C(name="torch_version", dtype="string", unit="", meaning="PyTorch version where known."),
     # --- measurements -----------------------------------------------------------------------
-    _C(name="step_time_s", dtype="float64", unit="s", meaning="Median wall time of one optimizer step (global batch).", required=True),
+    _C(name="step_time_s", dtype="float64", unit="s", meaning="Median wall time of one optimizer step (global batch); empty for OOM rows.", required_if_ok=True),
     _C(name="step_time_std_s", dtype="float64", unit="s", meaning="Standard deviation of measured step times."),
     _C(name="step_times_s", dtype="object", unit="s", meaning="Every measured step time (own rows)."),
     _C(name="warmup_steps", dtype="Int64", unit="steps", meaning="Steps run before timing (excluded)."),
@@ -154,4 +156,8 @@ def conform(frame: Any, columns: tuple[Column, ...] = COLUMNS) -> Any:
         if c.required and out[c.name].isna().any():
             bad = int(out[c.name].isna().sum())
             raise DataError(f"{bad} row(s) have no value for required column {c.name!r}")
+        if c.required_if_ok and "status" in out.columns:
+            missing = out[c.name].isna() & (out["status"] == "ok")
+            if missing.any():
+                raise DataError(f"{int(missing.sum())} row(s) with status 'ok' have no value for {c.name!r}")
     return out.reset_index(drop=True)

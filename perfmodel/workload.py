@@ -164,6 +164,9 @@ class TrainingSpec:
     """Weight matrices per layer that carry LoRA adapters (2 = q,v as in PEFT's default)."""
     quantization_bits: int | None = None
     """Bits of the frozen base weights (4 or 8, QLoRA); None = unquantized."""
+    fused_cross_entropy: bool = False
+    """Fused/chunked linear cross-entropy (Liger-Kernel, torchtune chunked loss): the full
+    (tokens x vocab) logits are never materialised."""
     trainable_fraction: float | None = None
     """Fraction of parameters that get gradients when not LoRA (e.g. 0 for a frozen encoder)."""
     tokens: float | None = None

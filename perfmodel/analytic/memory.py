@@ -92,9 +92,10 @@ def estimate_memory(w: Workload, params: ParamCounts | None = None) -> MemoryBre
     state_bytes = 4 if t.lora_r else cv.optimizer_state_bytes(precision)
     optimizer = trainable * states * state_bytes / (model_split * div_o)
     if par.cpu_offload:
+        # optimizer offload (ZeRO-Offload): fp32 master weights and Adam moments live on the host
         optimizer = 0.0
-        if par.strategy in ("fsdp", "zero3"):
-            weights = weights * 0.1  # parameters offloaded too; a few layers resident
+        if cv.MASTER_BYTES.get(precision):
+            weights -= trainable * cv.MASTER_BYTES[precision] / (model_split * div_w)
     activations, temporary = _activation_bytes(w, p)
     tensors = weights + gradients + optimizer + activations + temporary
     is_gpu = w.gpu.vendor != "cpu"
@@ -129,13 +130,14 @@ def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
     if fully_frozen:
         kept = per_layer  # no graph is kept: one layer's working set
     elif t.activation_checkpointing:
-        kept = cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu + per_layer
+        # layer inputs are sharded over tensor-parallel ranks too (sequence parallelism)
+        kept = cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu / par.tensor_parallel + per_layer
     else:
         kept = per_layer * layers_per_gpu
     # 1F1B pipeline: the first stage holds up to `pp` micro-batches in flight
     kept *= min(par.pipeline_parallel, t.grad_accum_steps) if par.pipeline_parallel > 1 else 1
     temporary = 0.0
-    if m.arch in ("decoder", "encoder-decoder") and m.vocab_size:
+    if m.arch in ("decoder", "encoder-decoder") and m.vocab_size and not t.fused_cross_entropy:
         temporary += s * b * float(m.vocab_size) * cv.LOGITS_BYTES_PER_ELEMENT / par.tensor_parallel
     if par.strategy in ("fsdp", "zero3") and par.data_parallel > 1 and m.num_layers:
         layer_params = p.blocks / float(m.num_layers) / par.tensor_parallel

@@ -35,7 +35,7 @@ def _register_commands() -> None:
 
     for module in (commands_catalog, commands_predict):
         module.register(app)
-    for optional in ("commands_collect", "commands_dataset", "commands_train"):
+    for optional in ("commands_collect", "commands_dataset", "commands_train", "commands_memory"):
         try:
             module = __import__(f"perfmodel.cli.{optional}", fromlist=["register"])
         except ModuleNotFoundError as exc:  # a command module not written yet

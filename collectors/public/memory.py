@@ -1,0 +1,137 @@
+"""Published peak-memory measurements, normalised for checking the analytic memory model.
+
+Only rows whose configuration is fully stated are kept (model, GPUs, sharding, tensor /
+pipeline / context parallel, micro-batch, sequence length, precision, checkpointing):
+  * torchtitan docs/performance.md (Dec 2024 H100 tables): Llama 3.1 8B / 70B / 405B, memory in
+    GiB per GPU as logged by train.py (torch.cuda.max_memory_reserved).
+  * ml-engineering insights/when-to-upgrade-gpus: Llama 3.1 8B on 8 x H200 / B200, DeepSpeed
+    ZeRO-3 + activation checkpointing + CPU AdamW offload + Liger-Kernel (fused cross-entropy).
+Rows without a stated model, GPU count or sequence length are skipped with a counted reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+GIB = 1.073741824  # GB per GiB
+
+COLUMNS = (
+    "source", "citation", "model_name", "gpu", "num_gpus", "strategy", "tensor_parallel", "pipeline_parallel",
+    "context_parallel", "micro_batch_size", "grad_accum_steps", "seq_len", "precision", "activation_checkpointing",
+    "checkpointing_as_published", "cpu_offload", "fused_cross_entropy", "framework", "peak_memory_gb", "notes",
+)
+
+
+def _parallel(text: str, key: str) -> int:
+    match = re.search(rf"\b{key} (\d+)", text)
+    return int(match.group(1)) if match else 1
+
+
+def import_torchtitan_memory(path: Path, skipped: Counter[str]) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    rows = []
+    models = {"Llama 3.1 8B": "llama3.1-8b", "Llama 3.1 70B": "llama3.1-70b", "Llama 3.1 405B": "llama3.1-405b"}
+    for rec in frame.to_dict("records"):
+        mem = rec.get("memory_gib")
+        if not isinstance(mem, str) and pd.isna(mem):
+            continue
+        model = models.get(str(rec.get("model")))
+        gpu_raw = str(rec.get("gpu"))
+        if model is None:
+            skipped["model not named or not in catalog"] += 1
+            continue
+        if "H100" not in gpu_raw or pd.isna(rec.get("n_gpus")):
+            skipped["GPU count not stated"] += 1
+            continue
+        par = str(rec.get("parallelism"))
+        prec = str(rec.get("precision"))
+        ac = str(rec.get("activation_checkpointing"))
+        seq = rec.get("seq_len")
+        rows.append(
+            {
+                "source": "torchtitan_benchmarks",
+                "citation": str(rec.get("source")),
+                "model_name": model,
+                "gpu": "H100-SXM",
+                "num_gpus": int(rec["n_gpus"]),
+                "strategy": "fsdp",
+                "tensor_parallel": _parallel(par, "TP"),
+                "pipeline_parallel": _parallel(par, "PP"),
+                "context_parallel": _parallel(par, "CP"),
+                # torchtitan pipelines split the local batch into micro-batches of 1 (its default
+                # pipeline_parallel_microbatch_size); without PP the local batch is the micro-batch
+                "micro_batch_size": 1 if _parallel(par, "PP") > 1 else int(rec["local_batch_size"]),
+                "grad_accum_steps": int(rec["local_batch_size"]) if _parallel(par, "PP") > 1 else 1,
+                "seq_len": int(seq) if not pd.isna(seq) else 8192,  # llama3 toml default (seq_len_note)
+                "precision": "fp8" if "float8" in prec.lower() else "amp_bf16",
+                "activation_checkpointing": ac == "full",
+                "checkpointing_as_published": ac,
+                "cpu_offload": False,
+                "fused_cross_entropy": False,
+                "framework": "torchtitan",
+                "peak_memory_gb": float(mem) * GIB,
+                "notes": f"{gpu_raw}; {par}; {rec.get('techniques')}",
+            }
+        )
+    return rows
+
+
+def import_ml_engineering_memory(path: Path, skipped: Counter[str]) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    rows = []
+    for rec in frame.to_dict("records"):
+        if pd.isna(rec.get("peak_mem_gib")):
+            continue
+        seq_text = str(rec.get("seq_len")).strip().upper()
+        if not seq_text.endswith("K"):
+            skipped["sequence length not stated"] += 1
+            continue
+        rows.append(
+            {
+                "source": "ml_engineering_llama31_8b_h200_vs_b200",
+                "citation": str(rec.get("source")),
+                "model_name": "llama3.1-8b",
+                "gpu": str(rec.get("gpu")),
+                "num_gpus": int(rec["n_gpus"]),
+                "strategy": "zero3",
+                "tensor_parallel": 1,
+                "pipeline_parallel": 1,
+                "context_parallel": 1,
+                "micro_batch_size": int(rec["micro_batch_size"]),
+                "grad_accum_steps": 1,
+                "seq_len": int(seq_text[:-1]) * 1024,
+                "precision": "bf16",
+                "activation_checkpointing": True,
+                "checkpointing_as_published": "full",
+                "cpu_offload": True,
+                "fused_cross_entropy": True,
+                "framework": "deepspeed",
+                "peak_memory_gb": float(rec["peak_mem_gib"]) * GIB,
+                "notes": str(rec.get("config")),
+            }
+        )
+    return rows
+
+
+def import_peak_memory(public_dir: Path) -> tuple[Any, Counter[str]]:
+    """All published peak-memory rows as a DataFrame, and skip reasons."""
+    import pandas as pd
+
+    skipped: Counter[str] = Counter()
+    rows = import_torchtitan_memory(public_dir / "torchtitan_benchmarks.csv", skipped)
+    rows += import_ml_engineering_memory(public_dir / "ml_engineering_llama31_8b_h200_vs_b200.csv", skipped)
+    return pd.DataFrame(rows, columns=list(COLUMNS)), skipped
+
+
+def write_peak_memory(public_dir: Path, out: Path = Path("datasets/public/memory/peak_memory.parquet")) -> tuple[Path, Counter[str]]:
+    frame, skipped = import_peak_memory(public_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(out, index=False)
+    return out, skipped
