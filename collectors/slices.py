@@ -1,0 +1,371 @@
+"""Training slices: build a real model, run warm-up steps, then time >= 10 optimizer steps.
+
+Protocol (nanoGPT bench.py / torchtitan style): `warmup_steps` steps run untimed; then each
+measured step is timed between device synchronisations, every step time is kept, and the row
+reports the median and standard deviation. Peak memory tracking restarts once the model is built
+(weights allocated, build transients gone), so it covers weights, gradients, optimizer state and
+activations of the training steps. An out-of-memory failure, while
+building or stepping, becomes a row with status 'oom'; any other failure a row with status
+'error' (KeyboardInterrupt always propagates).
+
+Achieved TFLOP/s of transformer slices uses the project's pinned convention (PaLM, Chowdhery et
+al. 2022, appendix B): training FLOPs per token = 6 * N + 12 * L * d * s, N = parameters outside
+the embedding tables (the LM head counts), attention counted non-causal. With a frozen base (LoRA)
+the frozen weights get no weight-gradient matmuls: 4 * N + 2 * N_trainable. Recomputation from
+activation checkpointing is not counted (model FLOPs, as MFU is defined).
+CNN and MLP slices use 3 x forward FLOPs (forward + backward at twice the forward), with forward
+FLOPs counted by torch.utils.flop_counter.FlopCounterMode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import perfmodel
+from collectors.configs import LUDWIG_GBM_PARAMS, SliceConfig, make_row_id, predicted_oom
+from collectors.device import CpuDevice, Device, fp32_matmul_mode, is_oom
+from collectors.fingerprint import Fingerprint
+
+Clock = Callable[[], float]
+NOISY_CV = 0.25
+"""Step times whose standard deviation exceeds this fraction of the median are flagged 'noisy'
+in the notes (a quiet device gives a few percent; a busy host far more)."""
+
+
+class BudgetExhausted(Exception):
+    """The configuration would end after the collection's deadline; it is not recorded."""
+
+
+class TooSlow(Exception):
+    """The configuration's projected time exceeds the per-configuration cap; it is not recorded."""
+
+
+class UnsupportedPrecision(Exception):
+    """The device cannot run the configuration's precision."""
+
+
+@dataclass
+class PreparedSlice:
+    """A built model ready to step."""
+
+    step: Callable[[], None]
+    """Runs one optimizer step (forward, backward, optimizer); does not synchronise."""
+    device: Device
+    """Where it runs (the CPU for LightGBM slices, whatever the collection device)."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Row fields known from the built model: params_total, dims, flops_per_step_model,
+    tokens_per_step, samples_per_step, forward_gflops_per_sample, notes."""
+
+
+Prepare = Callable[[SliceConfig, Device], PreparedSlice]
+
+
+# --- building ----------------------------------------------------------------------------------
+
+
+def prepare_slice(config: SliceConfig, device: Device) -> PreparedSlice:
+    """Build the model, optimizer and synthetic batch of a configuration on `device`."""
+    if config.kind == "lightgbm":
+        return _prepare_lightgbm(config, device)
+    return _prepare_torch(config, device)
+
+
+def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
+    import torch
+
+    from collectors import models
+
+    if not device.supports(config.precision):
+        raise UnsupportedPrecision(f"{config.precision} is not supported on this {device.kind} device")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision, torch.float32)
+    model = models.build_model(config, device.torch_device)
+    facts: dict[str, Any] = {}
+    if config.kind in ("resnet", "mlp"):  # measured before any cast or adapter, in fp32
+        facts["forward_gflops_per_sample"] = models.forward_gflops_per_sample(model, device.torch_device, torch.float32)
+        facts["activation_mb_per_sample"] = models.activation_mb_per_sample(model, device.torch_device, torch.float32)
+    if dtype != torch.float32:
+        model.to(dtype)
+    if config.lora_r:
+        models.apply_lora(model, config.lora_r)
+    model.activation_checkpointing = config.activation_checkpointing  # type: ignore[assignment]
+    model.train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if config.optimizer == "adamw":
+        opt: Any = torch.optim.AdamW(trainable, lr=1e-4, weight_decay=0.0)
+    else:
+        opt = torch.optim.SGD(trainable, lr=1e-3)
+    batch = model.synthetic_batch(config.micro_batch_size, device.torch_device, dtype)  # type: ignore[operator]
+    amp_dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(config.precision)
+    scaler = torch.amp.GradScaler(device.autocast_device_type) if config.precision == "amp_fp16" else None
+
+    def autocast() -> Any:
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.autocast_device_type, dtype=amp_dtype)
+
+    def step() -> None:
+        with autocast():
+            loss = model.loss(batch)  # type: ignore[operator]
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    n_total = sum(p.numel() for p in model.parameters())
+    n_trainable = sum(p.numel() for p in trainable)
+    facts.update(params_total=float(n_total), trainable_params=n_trainable, samples_per_step=config.micro_batch_size)
+    if config.is_transformer:
+        n = n_total - model.embedding_params()  # type: ignore[operator]
+        L, d, s = config.num_layers or 0, config.hidden_size or 0, config.seq_len or 0
+        # PaLM appendix B: 6N + 12*L*d*s per token; frozen weights: no weight-gradient matmuls.
+        weight_flops = 6 * n if not config.lora_r else 4 * n + 2 * n_trainable
+        facts["flops_per_step_model"] = (weight_flops + 12 * L * d * s) * s * config.micro_batch_size
+        facts["tokens_per_step"] = s * config.micro_batch_size
+    else:
+        facts["flops_per_step_model"] = 3 * facts["forward_gflops_per_sample"] * 1e9 * config.micro_batch_size
+    return PreparedSlice(step=step, device=device, facts=facts)
+
+
+def _prepare_lightgbm(config: SliceConfig, device: Device) -> PreparedSlice:
+    import lightgbm as lgb
+    import numpy as np
+
+    rows, features = config.micro_batch_size, config.in_features or 16
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, features), dtype=np.float32)
+    logits = x[:, : min(8, features)].sum(axis=1) + 0.5 * rng.standard_normal(rows).astype(np.float32)
+    y = (logits > 0).astype(np.float32)
+    threads = config.cpu_threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    params = {**LUDWIG_GBM_PARAMS, "num_threads": threads, "seed": 0}
+    t0 = time.perf_counter()
+    booster = lgb.Booster(params=params, train_set=lgb.Dataset(x, y, params={"max_bin": params["max_bin"], "verbose": -1}))
+    construct_s = time.perf_counter() - t0
+
+    def step() -> None:
+        booster.update()
+
+    return PreparedSlice(
+        step=step,
+        device=device if device.kind == "cpu" else CpuDevice(),
+        facts={
+            "params_total": None,
+            "samples_per_step": rows,
+            "notes": f"LightGBM {lgb.__version__} on {threads} CPU threads with Ludwig's GBM defaults; "
+            f"one step = one boosting round; Dataset construction (binning) {construct_s:.3f} s not in step time",
+        },
+    )
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    status: str
+    step_times_s: list[float] = field(default_factory=list)
+    peak_memory_gb: float | None = None
+    notes: str = ""
+    load_avg_1m: float | None = None
+
+
+def measure(
+    prepared: PreparedSlice,
+    config: SliceConfig,
+    *,
+    clock: Clock = time.perf_counter,
+    deadline: float | None = None,
+    max_config_s: float | None = None,
+) -> list[float]:
+    """Warm up, then time `config.measured_steps` steps (synchronised). After warm-up the
+    measured phase is projected from the last warm-up step: beyond `deadline` raises
+    BudgetExhausted, beyond `max_config_s` raises TooSlow."""
+    dev = prepared.device
+    last = 0.0
+    for _ in range(config.warmup_steps):
+        t0 = clock()
+        prepared.step()
+        dev.synchronize()
+        last = clock() - t0
+    projected = last * config.measured_steps
+    if deadline is not None and clock() + projected > deadline:
+        raise BudgetExhausted(f"projected {projected:.1f} s would pass the budget")
+    if max_config_s is not None and projected > max_config_s:
+        raise TooSlow(f"projected {projected:.1f} s > cap {max_config_s:.0f} s")
+    times = []
+    for _ in range(config.measured_steps):
+        t0 = clock()
+        prepared.step()
+        dev.synchronize()
+        times.append(clock() - t0)
+    return times
+
+
+def run_slice(
+    config: SliceConfig,
+    *,
+    device: Device,
+    prepare: Prepare = prepare_slice,
+    clock: Clock = time.perf_counter,
+    deadline: float | None = None,
+    max_config_s: float | None = None,
+) -> tuple[Measurement, dict[str, Any]]:
+    """Prepare and measure one configuration. Returns the measurement and the model facts.
+    OOM -> status 'oom'; other failures -> status 'error'; BudgetExhausted, TooSlow and
+    KeyboardInterrupt propagate."""
+    reason = predicted_oom(config, device.total_memory_gb) if device.kind == "cuda" else None
+    if reason:
+        return Measurement(status="oom", notes=reason), {}
+    slice_device = CpuDevice() if config.kind == "lightgbm" else device
+    slice_device.begin_memory()
+    prepared: PreparedSlice | None = None
+    facts: dict[str, Any] = {}
+    built = False
+    result: Measurement
+    try:
+        with fp32_matmul_mode(config.precision):
+            prepared = prepare(config, slice_device)
+            facts = prepared.facts
+            slice_device.reset_peak_memory()
+            built = True
+            times = measure(prepared, config, clock=clock, deadline=deadline, max_config_s=max_config_s)
+        result = Measurement(
+            status="ok", step_times_s=times, peak_memory_gb=prepared.device.peak_memory_gb(), load_avg_1m=_load_avg()
+        )
+    except (BudgetExhausted, TooSlow, KeyboardInterrupt):
+        raise
+    except UnsupportedPrecision as exc:
+        result = Measurement(status="error", notes=f"unsupported: {exc}")
+    except Exception as exc:  # noqa: BLE001 - any failure of one slice is a data row
+        if is_oom(exc):
+            where = "in the training steps" if built else "while building the model"
+            peak = slice_device.peak_memory_gb() if built else None
+            result = Measurement(status="oom", peak_memory_gb=peak, notes=f"out of memory {where}: {_one_line(exc)}")
+        else:
+            result = Measurement(status="error", notes=f"{type(exc).__name__}: {_one_line(exc)}")
+    finally:
+        prepared = None
+        slice_device.release()  # after the exception (and its frames) are gone
+    return result, facts
+
+
+def _load_avg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+# --- rows --------------------------------------------------------------------------------------
+
+
+def slice_row(
+    config: SliceConfig,
+    measurement: Measurement,
+    facts: dict[str, Any],
+    *,
+    fingerprint: Fingerprint,
+    device_kind: str,
+    peak_memory_method: str,
+    collected_at: str | None = None,
+) -> dict[str, Any]:
+    """One feature-table row (perfmodel.schema.COLUMNS) for a measured configuration."""
+    times = measurement.step_times_s
+    ok = measurement.status == "ok" and bool(times)
+    # A configuration that did not complete (oom/error) has no step time: empty, as the schema allows.
+    median = statistics.median(times) if ok else None
+    std = statistics.stdev(times) if ok and len(times) > 1 else None
+    samples = facts.get("samples_per_step") or config.micro_batch_size
+    tokens = facts.get("tokens_per_step")
+    flops = facts.get("flops_per_step_model")
+    is_gbm = config.kind == "lightgbm"
+    on_gpu = device_kind == "cuda" and not is_gbm
+    notes = [n for n in (measurement.notes, facts.get("notes")) if n]
+    if ok and std is not None and median and std / median > NOISY_CV:
+        notes.append(f"noisy: step-time coefficient of variation {std / median:.2f} > {NOISY_CV}")
+    if measurement.load_avg_1m is not None:  # other processes on the host perturb CPU timings
+        notes.append(f"host load average (1 min) {measurement.load_avg_1m:.2f} on {fingerprint.cpu_cores} cores")
+    if ok and measurement.peak_memory_gb is not None:
+        notes.append(f"peak memory: {CpuDevice.peak_memory_method if is_gbm else peak_memory_method}")
+    if config.kind == "resnet":
+        notes.append(f"image 3x{config.image_size}x{config.image_size}, {config.num_classes} classes")
+    if config.kind == "mlp":
+        notes.append(f"{config.in_features} input features, {config.num_layers} x {config.hidden_size} hidden")
+    row: dict[str, Any] = {
+        "row_id": make_row_id(fingerprint.hardware_id, config, device_kind),
+        "source": "perfmodel-collector",
+        "citation": f"perfmodel collectors v{perfmodel.__version__} on {fingerprint.hardware_id}",
+        "source_kind": "own",
+        "collected_at": collected_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "collector_version": perfmodel.__version__,
+        "hardware_id": fingerprint.hardware_id,
+        "status": measurement.status,
+        "benchmark_kind": "training_slice",
+        "notes": "; ".join(notes) or None,
+        "model_name": config.model_name,
+        "model_family": config.family,
+        "arch": config.arch,
+        "params_total": facts.get("params_total"),
+        "hidden_size": config.hidden_size if config.is_transformer else None,
+        "num_layers": config.num_layers if config.is_transformer else None,
+        "num_heads": config.num_heads if config.is_transformer else None,
+        "num_kv_heads": (config.num_kv_heads or config.num_heads) if config.is_transformer else None,
+        "ffn_hidden_size": config.ffn_hidden_size if config.is_transformer else None,
+        "vocab_size": config.vocab_size if config.is_transformer else None,
+        "gated_mlp": (config.kind == "llama") if config.is_transformer else None,
+        "num_experts": 1 if config.is_transformer else None,
+        "experts_per_token": 1 if config.is_transformer else None,
+        "forward_gflops_per_sample": facts.get("forward_gflops_per_sample"),
+        "activation_mb_per_sample": facts.get("activation_mb_per_sample"),
+        "gbm_rows": config.micro_batch_size if is_gbm else None,
+        "gbm_features": config.in_features if is_gbm else None,
+        "gbm_rounds": config.measured_steps + config.warmup_steps if is_gbm else None,
+        "seq_len": config.seq_len if config.is_transformer else None,
+        "micro_batch_size": config.micro_batch_size,
+        "grad_accum_steps": 1,
+        "global_batch_size": config.micro_batch_size,
+        "precision": "fp32" if is_gbm else config.precision,
+        "optimizer": None if is_gbm else config.optimizer,
+        "activation_checkpointing": None if is_gbm else config.activation_checkpointing,
+        "lora_r": config.lora_r,
+        "quantization_bits": None,
+        "trainable_fraction": None if (is_gbm or config.lora_r) else 1.0,
+        "includes_optimizer_step": None if is_gbm else True,
+        "gpu": fingerprint.gpu if on_gpu else "cpu",
+        "gpu_name_raw": fingerprint.gpu_name if on_gpu else fingerprint.cpu_model,
+        "num_gpus": 1,
+        "num_nodes": 1,
+        "strategy": "ddp",
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "context_parallel": 1,
+        "framework": "lightgbm" if is_gbm else "torch-eager",
+        "torch_version": fingerprint.torch_version or None,
+        "step_time_s": median,
+        "step_time_std_s": std,
+        "step_times_s": list(times) if ok else None,
+        "warmup_steps": config.warmup_steps,
+        "measured_steps": len(times) if ok else 0,
+        "tokens_per_s": tokens / median if median and tokens else None,
+        "samples_per_s": samples / median if median else None,
+        "peak_memory_gb": measurement.peak_memory_gb,
+        "achieved_tflops_per_gpu": flops / median / 1e12 if median and flops else None,
+        "reported_mfu": None,
+        "repeat_index": config.repeat_index,
+    }
+    return row

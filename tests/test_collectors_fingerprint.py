@@ -1,0 +1,85 @@
+"""Hardware fingerprint with a faked accelerator query and a faked pynvml."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+
+import pytest
+
+from collectors import fingerprint as fpm
+from collectors.fingerprint import GpuInfo, collect_fingerprint
+
+
+def h200(**kw) -> GpuInfo:
+    return GpuInfo(**{"name": "NVIDIA H200", "memory_total_mib": 143771, "sm_count": 132, "compute_capability": "9.0",
+                      "power_limit_w": 700.0, "driver_version": "550.54.15", "cuda_driver_version": "12.4", **kw})
+
+
+def test_gpu_fingerprint_from_a_fake_query():
+    fp = collect_fingerprint(lambda: [h200()])
+    assert fp.kind == "cuda" and fp.gpu_count == 1 and fp.gpu_name == "NVIDIA H200"
+    assert re.fullmatch(r"h200-1x-[0-9a-f]{6}", fp.hardware_id)
+    assert fp.gpu == "H200"  # catalog key
+    assert fp.gpu_memory_gb == pytest.approx(150.8, abs=0.1) and fp.sm_count == 132 and fp.power_limit_w == 700
+    assert fp.cpu_cores >= 1 and fp.torch_version and fp.to_dict()["hardware_id"] == fp.hardware_id
+
+
+def test_hardware_id_is_stable_and_tracks_identity_not_software():
+    base = collect_fingerprint(lambda: [h200()]).hardware_id
+    assert collect_fingerprint(lambda: [h200()]).hardware_id == base
+    assert collect_fingerprint(lambda: [h200(driver_version="560.1", power_limit_w=600)]).hardware_id == base
+    two = collect_fingerprint(lambda: [h200(), h200()]).hardware_id
+    assert two.startswith("h200-2x-") and two[-6:] != base[-6:]
+    other = collect_fingerprint(lambda: [h200(name="NVIDIA H100 80GB HBM3", memory_total_mib=81559, sm_count=132)])
+    assert other.hardware_id.startswith("h100-80gb-hbm3-1x-") and other.gpu == "H100-SXM"
+
+
+def test_no_gpu_or_failing_query_gives_a_cpu_fingerprint():
+    def broken():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    for query in (lambda: [], broken):
+        fp = collect_fingerprint(query)
+        assert fp.kind == "cpu" and fp.gpu == "cpu" and fp.gpu_count == 0
+        assert re.fullmatch(rf"cpu-{fp.cpu_cores}c-[0-9a-f]{{6}}", fp.hardware_id)
+
+
+def test_default_query_on_this_machine_does_not_raise():
+    fp = collect_fingerprint()
+    assert fp.kind in ("cpu", "cuda") and fp.hardware_id
+
+
+def test_nvml_query_reads_a_faked_pynvml(monkeypatch):
+    fake = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    handles = {}
+    fake.NVMLError = NVMLError
+    fake.NVML_CLOCK_SM, fake.NVML_CLOCK_MEM = 1, 2
+    fake.nvmlInit = lambda: None
+    fake.nvmlShutdown = lambda: None
+    fake.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
+    fake.nvmlSystemGetCudaDriverVersion_v2 = lambda: 12040
+    fake.nvmlDeviceGetCount = lambda: 2
+    fake.nvmlDeviceGetHandleByIndex = lambda i: handles.setdefault(i, object())
+    fake.nvmlDeviceGetName = lambda h: b"NVIDIA H200"
+    fake.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=143771 * 2**20)
+    fake.nvmlDeviceGetMaxClockInfo = lambda h, kind: {1: 1980, 2: 3201}[kind]
+
+    def power(h):
+        raise NVMLError("Not Supported")
+
+    fake.nvmlDeviceGetEnforcedPowerLimit = power
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(fpm, "_torch_device_props", lambda: ([132, 132], ["9.0", "9.0"]))
+    infos = fpm.query_gpus_nvml()
+    assert len(infos) == 2
+    assert infos[0] == GpuInfo(name="NVIDIA H200", memory_total_mib=143771, sm_count=132, compute_capability="9.0",
+                               max_sm_clock_mhz=1980, max_mem_clock_mhz=3201, power_limit_w=0.0,
+                               driver_version="550.54.15", cuda_driver_version="12.4")
+    fp = collect_fingerprint()  # the default query goes through the faked pynvml
+    assert fp.kind == "cuda" and fp.gpu_count == 2 and fp.hardware_id.startswith("h200-2x-")

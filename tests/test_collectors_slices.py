@@ -1,0 +1,125 @@
+"""Real training slices on the CPU: every model kind builds, trains and yields a schema row."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pandas as pd
+import pytest
+import torch
+
+from collectors import models
+from collectors.configs import (
+    SliceConfig,
+    estimate_static_memory_gb,
+    lora_params,
+    predicted_oom,
+    transformer_params,
+)
+from collectors.device import CpuDevice
+from collectors.fingerprint import collect_fingerprint
+from collectors.slices import run_slice, slice_row
+from perfmodel.schema import COLUMNS, conform
+
+LLAMA = SliceConfig(kind="llama", hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, ffn_hidden_size=176,
+                    vocab_size=256, seq_len=32, micro_batch_size=2, warmup_steps=2, measured_steps=10)
+BERT = SliceConfig(kind="bert", hidden_size=32, num_layers=2, num_heads=2, ffn_hidden_size=64, vocab_size=128,
+                   seq_len=16, micro_batch_size=4, num_classes=2)
+RESNET = SliceConfig(kind="resnet", cnn_width=8, cnn_blocks=(1, 1), cnn_bottleneck=True, image_size=32, num_classes=10,
+                     micro_batch_size=2)
+MLP = SliceConfig(kind="mlp", in_features=16, hidden_size=32, num_layers=3, num_classes=2, micro_batch_size=8)
+GBM = SliceConfig(kind="lightgbm", micro_batch_size=2000, in_features=8, cpu_threads=1)  # 1 thread: OpenMP crawls on a loaded 2-core host
+
+
+@pytest.fixture(scope="module")
+def cpu_fp():
+    return collect_fingerprint(lambda: [])
+
+
+def measure_row(config, fp):
+    device = CpuDevice()
+    measurement, facts = run_slice(config, device=device)
+    return slice_row(config, measurement, facts, fingerprint=fp, device_kind="cpu", peak_memory_method=device.peak_memory_method)
+
+
+def test_real_llama_slice_gives_a_schema_row(cpu_fp):
+    row = measure_row(LLAMA, cpu_fp)
+    assert row["status"] == "ok", row["notes"]
+    frame = conform(pd.DataFrame([row]), COLUMNS)  # raises on a missing required value
+    assert len(row["step_times_s"]) == 10 and row["warmup_steps"] == 2 and row["measured_steps"] == 10
+    assert row["step_time_s"] == pytest.approx(statistics.median(row["step_times_s"]))
+    n_built = sum(p.numel() for p in models.build_model(LLAMA).parameters())
+    assert row["params_total"] == n_built == transformer_params(LLAMA)
+    tokens = 2 * 32
+    assert row["tokens_per_s"] == pytest.approx(tokens / row["step_time_s"])
+    non_embedding = n_built - 256 * 64
+    flops = (6 * non_embedding + 12 * 2 * 64 * 32) * tokens  # PaLM appendix B, per step
+    assert row["achieved_tflops_per_gpu"] == pytest.approx(flops / row["step_time_s"] / 1e12)
+    assert row["model_name"] == "slice-llama-d64-l2" and row["arch"] == "decoder" and row["gated_mlp"]
+    assert row["num_kv_heads"] == 2 and row["gpu"] == "cpu" and row["framework"] == "torch-eager"
+    assert row["source"] == "perfmodel-collector" and row["source_kind"] == "own" and row["includes_optimizer_step"]
+    assert row["peak_memory_gb"] is not None and row["peak_memory_gb"] >= 0
+    assert frame.loc[0, "benchmark_kind"] == "training_slice"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dataclasses.replace(LLAMA, precision="amp_bf16", lora_r=4, optimizer="sgd"),
+        dataclasses.replace(LLAMA, activation_checkpointing=True, precision="bf16"),
+        dataclasses.replace(BERT, lora_r=4),
+        dataclasses.replace(RESNET, activation_checkpointing=True, optimizer="sgd"),
+        dataclasses.replace(MLP, precision="amp_bf16"),
+        GBM,
+    ],
+    ids=["llama-lora-amp-sgd", "llama-ckpt-bf16", "bert-lora", "resnet-ckpt-sgd", "mlp-amp", "lightgbm"],
+)
+def test_every_kind_and_option_trains(config, cpu_fp):
+    row = measure_row(config, cpu_fp)
+    assert row["status"] == "ok", row["notes"]
+    conform(pd.DataFrame([row]), COLUMNS)
+    assert row["step_time_s"] > 0 and len(row["step_times_s"]) == config.measured_steps
+    if config.kind in ("resnet", "mlp"):
+        assert row["forward_gflops_per_sample"] > 0 and row["activation_mb_per_sample"] > 0
+        assert row["hidden_size"] is None and row["arch"] in ("cnn", "mlp")
+    if config.kind == "lightgbm":
+        assert row["gbm_rows"] == 2000 and row["gbm_features"] == 8 and row["gbm_rounds"] == 12
+        assert row["framework"] == "lightgbm" and row["samples_per_s"] > 0 and "boosting round" in row["notes"] and "1 CPU threads" in row["notes"]
+    if config.lora_r:
+        assert row["lora_r"] == 4 and row["trainable_fraction"] is None
+
+
+def test_unsupported_precision_is_an_error_row(cpu_fp):
+    row = measure_row(dataclasses.replace(MLP, precision="fp16"), cpu_fp)
+    assert row["status"] == "error" and "unsupported" in row["notes"] and row["step_time_s"] is None
+    conform(pd.DataFrame([row]), COLUMNS)
+
+
+def test_analytic_sizes_match_the_built_models():
+    for config in (LLAMA, BERT, dataclasses.replace(BERT, seq_len=1024)):
+        model = models.build_model(config)
+        assert transformer_params(config) == sum(p.numel() for p in model.parameters())
+        lora = dataclasses.replace(config, lora_r=8)
+        wrapped = models.build_model(lora)
+        models.apply_lora(wrapped, 8)
+        assert sum(p.numel() for p in wrapped.parameters()) - transformer_params(config) == lora_params(lora)
+        trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+        assert trainable >= lora_params(lora) and trainable < transformer_params(config) / 4
+
+
+def test_mlp_flops_match_the_analytic_count():
+    model = models.build_model(MLP)
+    expected = 2 * (16 * 32 + 32 * 32 + 32 * 32 + 32 * 2) / 1e9
+    assert models.forward_gflops_per_sample(model, "cpu", torch.float32) == pytest.approx(expected)
+
+
+def test_static_memory_and_oom_prediction():
+    l7b = SliceConfig(kind="llama", hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=32,
+                      ffn_hidden_size=11008, vocab_size=32000, seq_len=1024, micro_batch_size=1, precision="amp_bf16")
+    assert 6.7e9 < transformer_params(l7b) < 6.8e9
+    assert estimate_static_memory_gb(l7b) == pytest.approx(16 * transformer_params(l7b) / 1e9)
+    bf16_lora = dataclasses.replace(l7b, precision="bf16", lora_r=16)
+    assert 13 < estimate_static_memory_gb(bf16_lora) < 14
+    assert predicted_oom(l7b, 80.0) is not None and predicted_oom(l7b, 141.0) is None
+    assert predicted_oom(bf16_lora, 40.0) is None
