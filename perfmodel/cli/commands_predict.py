@@ -28,7 +28,10 @@ def predict_command(
 ) -> None:
     """Predict throughput, step time, total time, GPU-hours and peak memory for a training run."""
     from perfmodel.config import load_workload
+    from perfmodel.learn import shipped
     from perfmodel.predict import predict
+
+    shipped.LEAN_LIGHTGBM_IMPORT = True  # one-shot process: keep the cold start fast
 
     if config is None and not set_:
         raise typer.BadParameter("give --config FILE (or describe the run with --set keys)", param_hint="--config")

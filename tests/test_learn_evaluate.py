@@ -1,0 +1,147 @@
+"""The evaluation protocol: metrics, folds, baselines, holdouts (library and CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfmodel.errors import ConfigError
+from perfmodel.learn.evaluate import (
+    EvalConfig,
+    ape_pct,
+    error_metrics,
+    evaluate_all,
+    evaluate_holdout,
+    make_folds,
+)
+from perfmodel.learn.regressor import LGBMConfig
+from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = EvalConfig(
+    lgbm=LGBMConfig(n_estimators=60, learning_rate=0.15),
+    random_folds=3,
+    inner_max_splits=2,
+    final_max_splits=4,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    from perfmodel.features import rows_to_training_data
+
+    with synthetic_catalog():
+        X, y, kept, _ = rows_to_training_data(make_synthetic_table(300, seed=11, noise_sigma=0.03))
+        yield X, y, kept
+
+
+def test_ape_is_on_throughput_and_metrics_match_hand_computation():
+    # measured step = bound * e^y; predicted = bound * e^yhat; throughput APE = |e^(y - yhat) - 1|
+    y = np.log([2.0, 4.0, 1.0])
+    pred = np.log([2.0, 2.0, 1.25])
+    np.testing.assert_allclose(ape_pct(y, pred), [0.0, 100.0, 20.0])
+    m = error_metrics(y, pred)
+    assert m["median_ape_pct"] == pytest.approx(20.0)
+    assert m["mean_ape_pct"] == pytest.approx(40.0)
+    assert error_metrics(y, y)["p90_ape_pct"] == 0.0
+
+
+def test_leave_one_hardware_out_folds_hold_out_exactly_one_gpu(data):
+    _, _, kept = data
+    folds = make_folds("loho", kept, FAST)
+    assert len(folds) == kept["gpu"].nunique()
+    for train, test, label in folds:
+        assert set(kept["gpu"].iloc[test]) == {label}
+        assert label not in set(kept["gpu"].iloc[train])
+
+
+def test_protocol_reports_model_and_both_baselines_on_every_split(data):
+    X, y, kept = data
+    ev = evaluate_all(X, y, kept, FAST)
+    assert set(ev.summary["split"]) == {"random", "loho", "lofo"}
+    assert set(ev.summary["method"]) == {"model", "const", "bound"}
+    metrics = ev.metrics()
+    # the bound baseline predicts y_hat = 0 (efficiency 1): its error is known in closed form
+    expected_bound = float(np.median(np.abs(np.exp(y) - 1.0)) * 100)
+    assert metrics["loho_bound_median_ape_pct"] == pytest.approx(expected_bound)
+    # a learned correction of a smooth known efficiency beats a constant efficiency
+    assert metrics["loho_median_ape_pct"] < metrics["loho_const_median_ape_pct"]
+    assert 0 <= metrics["coverage90_loho_pct"] <= 100
+    assert set(ev.breakdown["by"]) == {"gpu", "source"}
+    assert "| leave-one-hardware-out | model |" in ev.to_markdown()
+
+
+def test_holdout_reports_only_on_the_held_out_group(data):
+    X, y, kept = data
+    ev = evaluate_holdout(X, y, kept, "gpu", "synth-h2", FAST)
+    n = int((kept["gpu"] == "synth-h2").sum())
+    assert set(ev.predictions["gpu"]) == {"synth-h2"}
+    assert (ev.summary["n_rows"] == n).all()
+    assert set(ev.breakdown.loc[ev.breakdown["by"] == "gpu", "key"]) == {"synth-h2"}
+    # the const baseline is the median of the *training* rows, not of the held-out ones
+    train_median = float(np.median(y[(kept["gpu"] != "synth-h2").to_numpy()]))
+    assert ev.predictions["pred_const"].iloc[0] == pytest.approx(train_median)
+
+
+def test_holdout_rejects_unknown_columns_and_values(data):
+    X, y, kept = data
+    with pytest.raises(ConfigError, match="not a feature-table column"):
+        evaluate_holdout(X, y, kept, "colour", "red", FAST)
+    with pytest.raises(ConfigError, match="values present"):
+        evaluate_holdout(X, y, kept, "gpu", "H900", FAST)
+
+
+@pytest.mark.slow
+def test_cli_evaluate_holdout_through_the_entry_point(tmp_path):
+    """Real catalog GPUs (a subprocess cannot see the synthetic ones)."""
+    from perfmodel.catalog import get_gpu, gpu_names
+
+    gpus = tuple(
+        g for g in gpu_names() if g != "cpu" and get_gpu(g).supports("bf16") and get_gpu(g).memory_gb >= 40
+    )[:5]
+    assert len(gpus) >= 3
+    path = tmp_path / "features.parquet"
+    table = make_synthetic_table(200, seed=2, gpus=gpus)
+    table.to_parquet(path)
+    held = gpus[1]
+    env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1"}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "evaluate",
+            "--holdout",
+            f"gpu={held}",
+            "--features",
+            str(path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["holdout"] == {"key": "gpu", "value": held}
+    n = int((table["gpu"] == held).sum())
+    assert {r["split"] for r in out["summary"]} == {f"holdout:gpu={held}"}
+    assert all(r["n_rows"] == n for r in out["summary"])
+    assert {r["key"] for r in out["breakdown"] if r["by"] == "gpu"} == {held}
+    bad = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "evaluate", "--holdout", "gpu", "--features", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
