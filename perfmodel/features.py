@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate
-from perfmodel.catalog import get_gpu
+from perfmodel.catalog import get_gpu, get_measured_host
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.workload import ModelSpec, ParallelSpec, TrainingSpec, Workload
 
@@ -128,7 +128,12 @@ def workload_from_row(row: Mapping[str, Any]) -> Workload:
         tensor_parallel=tp * cp,  # context parallel splits activations like tensor parallel
         pipeline_parallel=pp,
     )
-    gpu = get_gpu(str(_get(row, "gpu", "cpu")))
+    gpu_name = str(_get(row, "gpu", "cpu"))
+    host = _get(row, "hardware_id")
+    if gpu_name == "cpu" and host and str(_get(row, "source_kind", "")) == "own":
+        gpu = get_measured_host(str(host))  # the CPU that measured the row, with its ceilings
+    else:
+        gpu = get_gpu(gpu_name)
     return Workload(
         model=model,
         training=training,

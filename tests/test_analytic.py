@@ -80,8 +80,9 @@ def test_flops_conventions_full_lora_recompute_and_frozen():
     assert lora.hardware_flops_per_token == pytest.approx(4 * n, rel=0.001)
     frozen = compute_step_flops(make(seq_len=8, micro_batch_size=1, trainable_fraction=0.0))
     assert frozen.hardware_flops_per_token == pytest.approx(2 * n, rel=0.001)
-    # MFU numerator stays 6N whatever is executed
-    assert lora.model_flops_per_token == full.model_flops_per_token
+    # MFU numerator: no recomputation, and no weight-gradient FLOPs for frozen weights
+    assert ckpt.model_flops_per_token == full.model_flops_per_token
+    assert lora.model_flops_per_token == pytest.approx(4 * n, rel=0.001)
 
 
 def test_step_flops_scale_with_batch_and_split_over_gpus():

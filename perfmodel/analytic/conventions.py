@@ -16,7 +16,9 @@ FLOPs (PaLM, Chowdhery et al. 2022, appendix B):
   * frozen weights (LoRA base, `trainable: false` with gradients flowing through): no
     weight-gradient matmul, so backward is 2*N instead of 4*N (about 4*N per token in total).
   * a frozen module that nothing upstream needs gradients for runs forward only (2*N).
-MFU: model FLOPs per second / (num GPUs * dense datasheet peak of the compute dtype in use).
+MFU: model FLOPs per second / (num GPUs * dense datasheet peak of the compute dtype in use), where
+model FLOPs are what the algorithm needs: 6N + 12Lds for full training, 4N + 12Lds with a frozen
+(LoRA) base, never counting recomputation.
 
 Bytes per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1; PyTorch AMP docs):
   * fp32 / tf32: weights 4 + grads 4 (+ Adam moments 8) = 16

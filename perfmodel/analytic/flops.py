@@ -14,7 +14,8 @@ class StepFlops:
     """FLOPs of one optimizer step (all GPUs together unless named per_gpu)."""
 
     model_flops_per_token: float
-    """6N + 12Lds (or the non-transformer equivalent per sample), the MFU numerator per token."""
+    """The MFU numerator per token: 6N + 12Lds for full training (PaLM), fewer for frozen
+    weights (no weight gradients), never counting recomputation."""
     hardware_flops_per_token: float
     """FLOPs actually executed per token: recomputation and frozen weights taken into account."""
     tokens_per_step: float
@@ -34,17 +35,6 @@ def samples_per_step(w: Workload) -> float:
 
 def tokens_per_sample(w: Workload) -> float:
     return float(w.training.seq_len) if w.model.is_transformer else 1.0
-
-
-def model_flops_per_token(w: Workload, params: ParamCounts | None = None) -> float:
-    """6N + 12Lds for transformers; 3 x forward FLOPs per sample otherwise."""
-    if w.model.arch == "gbm":
-        return 0.0
-    if not w.model.is_transformer:
-        return 3.0 * float(w.model.forward_gflops_per_sample or 0.0) * 1e9
-    p = params or count_params(w.model, w.training)
-    attention = ATTENTION_FLOPS_COEFF * float(w.model.num_layers or 0) * w.model.attention_width * w.training.seq_len
-    return 3 * PARAM_FLOPS_FORWARD * p.matmul_active + attention
 
 
 def compute_step_flops(w: Workload, params: ParamCounts | None = None) -> StepFlops:
@@ -81,7 +71,10 @@ def compute_step_flops(w: Workload, params: ParamCounts | None = None) -> StepFl
         backward = PARAM_FLOPS_FORWARD * n + weight_grad + 2 * attn_fwd
     recompute = forward if (t.activation_checkpointing and not fully_frozen) else 0.0
     hardware_per_token = forward + backward + recompute
-    model_per_token = model_flops_per_token(w, p)
+    # MFU numerator: the FLOPs the training algorithm needs, i.e. without recomputation; frozen
+    # weights need no weight-gradient matmuls (4N for LoRA), so their MFU is not inflated by a
+    # 6N the hardware never executes.
+    model_per_token = forward + backward
     hardware_step = hardware_per_token * tokens
     return StepFlops(
         model_flops_per_token=model_per_token,

@@ -7,6 +7,7 @@ Lookups are case-insensitive and accept aliases and Hugging Face ids; unknown na
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import json
@@ -218,17 +219,11 @@ def describe_local_cpu() -> GPUSpec:
     """This machine's CPU as an accelerator entry. Peaks are rough (cores x clock x SIMD width);
     collectors replace them with measured ceilings."""
     import os
-    import platform
 
     cores = os.cpu_count() or 1
-    model_name = platform.processor() or platform.machine()
+    model_name = _local_cpu_identity()
     mem_gb = 0.0
     try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model_name = line.split(":", 1)[1].strip()
-                    break
         with open("/proc/meminfo") as fh:
             for line in fh:
                 if line.startswith("MemTotal"):
@@ -255,5 +250,88 @@ def describe_local_cpu() -> GPUSpec:
 
 
 def _measured_cpu_ceilings() -> dict[str, float]:
-    """Measured ceilings of this host, if the collectors have stored any (no I/O if not)."""
+    """Measured ceilings of this host: from the collectors' micro-benchmarks of a host with the
+    same CPU model and core count (datasets/raw/fingerprint__*.json), or {} if none."""
+    import os
+
+    model, cores = _local_cpu_identity(), os.cpu_count() or 1
+    for fp in _fingerprints():
+        if fp.get("kind") == "cpu" and fp.get("cpu_model") == model and int(fp.get("cpu_cores", 0)) == cores:
+            return measured_ceilings(str(fp["hardware_id"]))
     return {}
+
+
+RAW_DIR = Path(__file__).resolve().parents[2] / "datasets" / "raw"
+"""Where the collectors keep their shards and host fingerprints."""
+
+
+def _local_cpu_identity() -> str:
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def _fingerprints() -> tuple[dict[str, Any], ...]:
+    out = []
+    for path in sorted(RAW_DIR.glob("fingerprint__*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return tuple(out)
+
+
+@functools.cache
+def measured_ceilings(hardware_id: str) -> dict[str, float]:
+    """Best achieved matmul TFLOP/s per dtype and memory-copy GB/s of one measured host, from its
+    micro-benchmark shards (keys 'matmul_<dtype>_tflops', 'hbm_copy_gb_per_s')."""
+    shards = sorted(RAW_DIR.glob(f"microbench__{hardware_id}__*.parquet"))
+    if not shards:
+        return {}
+    import pandas as pd
+
+    frame = pd.concat([pd.read_parquet(p) for p in shards], ignore_index=True)
+    frame = frame[frame["status"] == "ok"]
+    out: dict[str, float] = {}
+    for dtype, value in frame[frame["bench"] == "matmul"].groupby("dtype")["achieved_tflops"].max().items():
+        if value == value:  # not NaN
+            out[f"matmul_{dtype}_tflops"] = float(value)
+    copy = frame.loc[frame["bench"] == "hbm_copy", "achieved_gb_per_s"].max()
+    if copy == copy:
+        out["hbm_copy_gb_per_s"] = float(copy)
+    return out
+
+
+def get_measured_host(hardware_id: str) -> GPUSpec:
+    """The accelerator a measured host had, with that host's measured ceilings (own rows are
+    rebuilt with the host that measured them, not with the machine reading them)."""
+    fp = next((f for f in _fingerprints() if f.get("hardware_id") == hardware_id), None)
+    if fp is None:
+        raise CatalogError(f"no fingerprint for host {hardware_id!r} in {RAW_DIR}")
+    measured = measured_ceilings(hardware_id)
+    if fp.get("kind") != "cpu":
+        base = get_gpu(str(fp.get("gpu")))
+        return dataclasses.replace(base, measured={**base.measured, **measured})
+    cores = int(fp.get("cpu_cores") or 1)
+    fp32 = cores * 0.08
+    return GPUSpec(
+        name="cpu",
+        vendor="cpu",
+        generation=str(fp.get("cpu_model", "")),
+        memory_gb=float(fp.get("host_memory_gb") or 0.0),
+        hbm_bandwidth_gb_per_s=measured.get("hbm_copy_gb_per_s", 20.0),
+        peak_tflops={"fp32": fp32, "tf32": fp32, "bf16": fp32, "fp16": fp32 / 2},
+        intra_node_bandwidth_gb_per_s=10.0,
+        inter_node_bandwidth_gb_per_s=1.25,
+        sm_count=cores,
+        sources={"peak_tflops": f"estimate: {cores} cores x 80 GFLOP/s (AVX2 FMA at ~2.5 GHz)"},
+        measured=measured,
+    )

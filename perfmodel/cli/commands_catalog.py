@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import typer
 
@@ -46,7 +47,7 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-
     from perfmodel.analytic.params import count_params
     from perfmodel.catalog import get_model, model_entry, model_names
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in model_names():
         spec = get_model(name)
         entry = model_entry(name)
