@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import platform
 import re
 from collections.abc import Callable
@@ -191,26 +190,9 @@ def _default_query() -> list[GpuInfo]:
 
 
 def _cpu_facts() -> tuple[str, int, float]:
-    model = platform.processor() or platform.machine()
-    mem_gb = 0.0
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal"):
-                    mem_gb = int(line.split()[1]) * 1024 / 1e9
-                    break
-    except OSError:
-        pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return model, cores, round(mem_gb, 1)
+    from perfmodel.catalog import local_cpu_facts
+
+    return local_cpu_facts()
 
 
 def _slug(text: str) -> str:

@@ -25,6 +25,7 @@ from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = EvalConfig(
+    n_jobs=1,  # in-process: the synthetic catalog is patched into this process only
     lgbm=LGBMConfig(n_estimators=60, learning_rate=0.15),
     random_folds=3,
     inner_max_splits=2,

@@ -17,6 +17,7 @@ from perfmodel.learn.train import fit_and_log
 pytestmark = pytest.mark.slow
 
 SMALL = EvalConfig(
+    n_jobs=1,  # in-process: the synthetic catalog is patched into this process only
     lgbm=LGBMConfig(n_estimators=60, learning_rate=0.15),
     splits=("random", "loho"),
     random_folds=3,
@@ -137,7 +138,7 @@ def test_no_register_logs_the_run_but_leaves_registry_and_models_alone(runs, tmp
             tracking_uri=runs["uri"],
             register=False,
             export_dir=tmp_path / "models",
-            config=EvalConfig(lgbm=SMALL.lgbm, splits=("loho",), inner_max_splits=2, final_max_splits=3),
+            config=EvalConfig(lgbm=SMALL.lgbm, splits=("loho",), inner_max_splits=2, final_max_splits=3, n_jobs=1),
         )
     assert result.registered_version is None and not result.became_champion
     assert result.exported_to is None and load_shipped_model(tmp_path / "models") is None

@@ -211,19 +211,25 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     )
 
 
-# --- local CPU -------------------------------------------------------------------------------
+# --- CPUs (the local machine and measured hosts) ---------------------------------------------
+
+RAW_DIR = Path(__file__).resolve().parents[2] / "datasets" / "raw"
+"""Where the collectors keep their shards and host fingerprints."""
 
 
-@functools.cache
-def describe_local_cpu() -> GPUSpec:
-    """This machine's CPU as an accelerator entry. Peaks are rough (cores x clock x SIMD width);
-    collectors replace them with measured ceilings."""
+def local_cpu_facts() -> tuple[str, int, float]:
+    """(CPU model name, usable cores, host memory in GB) of this machine."""
     import os
+    import platform
 
-    cores = os.cpu_count() or 1
-    model_name = _local_cpu_identity()
+    model = platform.processor() or platform.machine()
     mem_gb = 0.0
     try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
         with open("/proc/meminfo") as fh:
             for line in fh:
                 if line.startswith("MemTotal"):
@@ -231,14 +237,23 @@ def describe_local_cpu() -> GPUSpec:
                     break
     except OSError:
         pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return model, cores, round(mem_gb, 1)
+
+
+def cpu_spec(model: str, cores: int, memory_gb: float, measured: dict[str, float]) -> GPUSpec:
+    """A CPU as an accelerator entry. Peaks are rough (cores x clock x SIMD width); measured
+    ceilings from the collectors' micro-benchmarks take precedence in the roofline."""
     # AVX2 FMA: 2 FMA units x 8 fp32 lanes x 2 FLOPs at ~2.5 GHz = 80 GFLOP/s per core.
     fp32 = cores * 0.08
-    measured = _measured_cpu_ceilings()
     return GPUSpec(
         name="cpu",
         vendor="cpu",
-        generation=model_name,
-        memory_gb=round(mem_gb, 1),
+        generation=model,
+        memory_gb=memory_gb,
         hbm_bandwidth_gb_per_s=measured.get("hbm_copy_gb_per_s", 20.0),
         peak_tflops={"fp32": fp32, "tf32": fp32, "bf16": fp32, "fp16": fp32 / 2},
         intra_node_bandwidth_gb_per_s=10.0,
@@ -249,33 +264,17 @@ def describe_local_cpu() -> GPUSpec:
     )
 
 
-def _measured_cpu_ceilings() -> dict[str, float]:
-    """Measured ceilings of this host: from the collectors' micro-benchmarks of a host with the
-    same CPU model and core count (datasets/raw/fingerprint__*.json), or {} if none."""
-    import os
-
-    model, cores = _local_cpu_identity(), os.cpu_count() or 1
+@functools.cache
+def describe_local_cpu() -> GPUSpec:
+    """This machine's CPU, with the measured ceilings of a host with the same CPU model and core
+    count if the collectors have measured one (datasets/raw/fingerprint__*.json)."""
+    model, cores, mem_gb = local_cpu_facts()
+    measured: dict[str, float] = {}
     for fp in _fingerprints():
         if fp.get("kind") == "cpu" and fp.get("cpu_model") == model and int(fp.get("cpu_cores", 0)) == cores:
-            return measured_ceilings(str(fp["hardware_id"]))
-    return {}
-
-
-RAW_DIR = Path(__file__).resolve().parents[2] / "datasets" / "raw"
-"""Where the collectors keep their shards and host fingerprints."""
-
-
-def _local_cpu_identity() -> str:
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+            measured = measured_ceilings(str(fp["hardware_id"]))
+            break
+    return cpu_spec(model, cores, mem_gb, measured)
 
 
 @functools.cache
@@ -320,18 +319,4 @@ def get_measured_host(hardware_id: str) -> GPUSpec:
     if fp.get("kind") != "cpu":
         base = get_gpu(str(fp.get("gpu")))
         return dataclasses.replace(base, measured={**base.measured, **measured})
-    cores = int(fp.get("cpu_cores") or 1)
-    fp32 = cores * 0.08
-    return GPUSpec(
-        name="cpu",
-        vendor="cpu",
-        generation=str(fp.get("cpu_model", "")),
-        memory_gb=float(fp.get("host_memory_gb") or 0.0),
-        hbm_bandwidth_gb_per_s=measured.get("hbm_copy_gb_per_s", 20.0),
-        peak_tflops={"fp32": fp32, "tf32": fp32, "bf16": fp32, "fp16": fp32 / 2},
-        intra_node_bandwidth_gb_per_s=10.0,
-        inter_node_bandwidth_gb_per_s=1.25,
-        sm_count=cores,
-        sources={"peak_tflops": f"estimate: {cores} cores x 80 GFLOP/s (AVX2 FMA at ~2.5 GHz)"},
-        measured=measured,
-    )
+    return cpu_spec(str(fp.get("cpu_model", "")), int(fp.get("cpu_cores") or 1), float(fp.get("host_memory_gb") or 0.0), measured)

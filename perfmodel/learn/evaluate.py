@@ -63,7 +63,7 @@ class EvalConfig:
     seed: int = 0
     """Seed of the random split."""
     n_jobs: int = 2
-    """Folds fitted concurrently (threads; LightGBM releases the GIL while it trains)."""
+    """Folds fitted concurrently, in worker processes (1 = sequentially in this process)."""
 
 
 @dataclass
@@ -184,9 +184,9 @@ def run_splits(
     splits: tuple[str, ...], X: Any, y: Any, kept: Any, config: EvalConfig, progress: Progress | None = None
 ) -> tuple[list[Any], dict[str, str]]:
     """Out-of-fold predictions of every split (one frame per split) and the splits skipped.
-    All folds of all splits are fitted on a pool of `config.n_jobs` threads."""
-    import threading
-
+    All folds of all splits are fitted on `config.n_jobs` worker *processes* (joblib's loky):
+    concurrent LightGBM fits in threads of one process are not safe (they crashed the
+    interpreter here; LightGBM's docs warn against simultaneous jobs in one process)."""
     from joblib import Parallel, delayed
 
     tasks, skipped = [], {}
@@ -197,22 +197,17 @@ def run_splits(
             skipped[split] = str(exc)
             continue
         tasks += [(split, i, len(folds), tr, te, label) for i, (tr, te, label) in enumerate(folds)]
-    lock = threading.Lock()
-    done = [0]
-
-    def one(split: str, i: int, n: int, tr: Any, te: Any, label: str) -> Any:
-        part = predict_fold(X, y, kept, tr, te, config)
+    backend = "loky" if config.n_jobs > 1 else "sequential"
+    results = Parallel(n_jobs=config.n_jobs, backend=backend, return_as="generator")(
+        delayed(predict_fold)(X, y, kept, tr, te, config) for _, _, _, tr, te, _ in tasks
+    )
+    parts = []
+    for done, (part, (split, i, n, _, te, label)) in enumerate(zip(results, tasks, strict=True), start=1):
         part.insert(0, "fold", label)
         part.insert(0, "split", split)
+        parts.append(part)
         if progress:
-            with lock:
-                done[0] += 1
-                progress(
-                    f"[{done[0]}/{len(tasks)}] {SPLITS[split]}: fold {i + 1}/{n} ({label}, {len(te)} rows)"
-                )
-        return part
-
-    parts = Parallel(n_jobs=config.n_jobs, backend="threading")(delayed(one)(*t) for t in tasks)
+            progress(f"[{done}/{len(tasks)}] {SPLITS[split]}: fold {i + 1}/{n} ({label}, {len(te)} rows)")
     by_split = [[p for p, t in zip(parts, tasks, strict=True) if t[0] == split] for split in splits]
     import pandas as pd
 
