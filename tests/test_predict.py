@@ -68,3 +68,19 @@ def test_json_contract_keys(tmp_path):
     for key in ("confidence_level", "total_steps", "fits_in_memory", "model", "workload", "hardware", "warnings"):
         assert key in data
     assert data["model"] == {"kind": "analytic", "version": data["model"]["version"], "trained_rows": 0}
+
+
+def test_gbm_round_processes_every_row_and_runs_on_the_host(tmp_path):
+    from perfmodel.workload import ModelSpec
+
+    gbm = Workload(
+        model=ModelSpec(name="lightgbm", family="lightgbm", arch="gbm"),
+        training=TrainingSpec(gbm_rows=100_000, gbm_features=20, gbm_rounds=300),
+        gpu=get_gpu("A100-80GB"),
+        parallel=ParallelSpec(),
+    )
+    pred = predict(gbm, model_dir=tmp_path)
+    assert pred.total_steps == 300
+    assert pred.throughput_tokens_per_s is None
+    assert pred.throughput_samples_per_s.estimate == pytest.approx(100_000 / pred.step_time_s.estimate)
+    assert any("host CPU" in w for w in pred.warnings)

@@ -38,7 +38,8 @@ def plan_run(w: Workload, params: ParamCounts) -> RunPlan:
     sps = samples_per_step(w)
     tps = sps * tokens_per_sample(w) if w.model.is_transformer else None
     if w.model.arch == "gbm":
-        steps = int(t.gbm_rounds or 0)
+        steps = int(t.gbm_rounds or 0)  # one step = one boosting round over every training row
+        sps = float(t.gbm_rows or 0)
     elif t.steps is not None:
         steps = int(t.steps)
     elif t.tokens is not None and tps:

@@ -203,7 +203,7 @@ def _ecd(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
 def _gbm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
     inputs = features(cfg, "input_features")
     features(cfg, "output_features")
-    draft.native["model"] = {"name": "lightgbm", "family": "gbm", "arch": "gbm", "source": "Ludwig model_type: gbm (LightGBM)"}
+    draft.native["model"] = {"name": "lightgbm", "family": "lightgbm", "arch": "gbm", "source": "Ludwig model_type: gbm (LightGBM)"}
     draft.native["framework"] = "lightgbm"
     draft.set("training.gbm_features", len(inputs))
     if trainer.get("num_boost_round") is not None:
