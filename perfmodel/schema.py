@@ -5,7 +5,7 @@ them, training reads them, tests check against them. A row is one measured confi
 workload it ran (model, training, hardware, parallelism), what was measured, and its provenance.
 
 Derived analytic features (FLOPs, roofline bound, memory estimate) are *not* stored: they are
-recomputed from these columns by `perfmodel.learn.features`, so a fix to the cost model never
+recomputed from these columns by `perfmodel.features`, so a fix to the cost model never
 needs a re-collection.
 """
 

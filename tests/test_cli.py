@@ -124,3 +124,48 @@ def test_debug_shows_traceback_and_usage_errors_exit_2(tmp_path):
     assert res.returncode == 2
     res = run("predict", "--config", str(EXAMPLE), "--num-gpus", "many")
     assert res.returncode == 2
+
+
+def test_memcheck_command_reports_published_measurements():
+    res = run("memcheck", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["rows"] == len(data["measurements"]) >= 20
+    assert 0 < data["median_abs_error_pct"] <= data["p90_abs_error_pct"]
+    assert all(m["citation"] for m in data["measurements"])
+    res = run("memcheck", "--data", "/nonexistent/peak.parquet")
+    assert res.returncode == 1 and "no peak-memory table" in res.stderr
+
+
+def test_dataset_build_command_writes_features_and_hash(tmp_path):
+    out = tmp_path / "features.parquet"
+    res = run("dataset", "build", "--raw", str(ROOT / "datasets" / "raw"), "--public", str(ROOT / "datasets" / "public"), "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert out.is_file() and data["rows"] >= 2000
+    assert len(data["content_hash"]) == 64
+
+
+@pytest.mark.slow
+def test_train_command_logs_registers_and_exports(tmp_path):
+    """`perfmodel train` end to end through the entry point, into a throwaway MLflow store."""
+    from perfmodel.catalog import get_gpu, gpu_names
+    from perfmodel.learn.synthetic import make_synthetic_table
+
+    gpus = tuple(g for g in gpu_names() if g != "cpu" and get_gpu(g).supports("bf16") and get_gpu(g).memory_gb >= 40)[:4]
+    features = tmp_path / "features.parquet"
+    make_synthetic_table(160, seed=3, gpus=gpus).to_parquet(features)
+    env_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": env_uri, "NO_COLOR": "1"}
+    res = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "train", "--features", str(features), "--export-dir", str(tmp_path / "models"), "--json"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["tracking_uri"] == env_uri
+    assert data["registered_version"] == "1" and data["became_champion"]
+    assert (tmp_path / "models" / "throughput.lgb.txt").is_file()
+    pred = run("predict", "--config", str(EXAMPLE), "--model-dir", str(tmp_path / "models"), "--json")
+    assert pred.returncode == 0, pred.stderr
+    assert json.loads(pred.stdout)["model"] == {"kind": "learned", "version": "1", "trained_rows": data["rows_trained"]}
