@@ -243,3 +243,23 @@ def test_committed_model_is_complete_and_corrects_the_bundled_example():
     assert c.log_low < c.log_ratio < c.log_high
     assert math.isfinite(c.log_ratio) and -1.0 < c.log_ratio < 5.0
     assert Path(DEFAULT_MODEL_DIR / "throughput.lgb.txt").stat().st_size < 5_000_000
+
+
+@pytest.mark.skipif(load_shipped_model() is None, reason="no model exported into models/ yet")
+def test_quantized_base_outside_the_training_data_widens_and_warns():
+    from perfmodel.catalog import get_gpu, get_model
+    from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
+
+    model = load_shipped_model()
+    if model.metadata["domain"]["numeric_ranges"].get("quantization_bits", [0, 0])[1] >= 4:
+        pytest.skip("the shipped model has seen 4-bit bases")
+    plain = TrainingSpec(seq_len=512, micro_batch_size=8, lora_r=16)
+    qlora = TrainingSpec(seq_len=512, micro_batch_size=8, lora_r=16, quantization_bits=4)
+    out = []
+    for training in (plain, qlora):
+        w = Workload(model=get_model("llama2-7b"), training=training, gpu=get_gpu("A100-80GB"), parallel=ParallelSpec())
+        (c,) = model.correct([(w, estimate(w))], 0.9)
+        out.append(c)
+    assert any("quantization" in w for w in out[1].warnings)
+    assert not any("quantization" in w for w in out[0].warnings)
+    assert (out[1].log_high - out[1].log_ratio) > (out[0].log_high - out[0].log_ratio)

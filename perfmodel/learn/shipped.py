@@ -49,6 +49,7 @@ RANGE_CHECKED_FEATURES: dict[str, str] = {
     "log_params_total": "parameter count",
     "log_tokens_per_micro_batch": "tokens per micro-batch",
     "log_num_gpus": "GPU count",
+    "quantization_bits": "base-weight quantization bits (0 = none)",
 }
 """Numeric features whose training range is enforced (name -> words for the warning)."""
 RANGE_TOLERANCE = 0.05
