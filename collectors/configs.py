@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 KINDS = ("llama", "bert", "resnet", "mlp", "lightgbm")
 FAMILY_ARCH = {"llama": "decoder", "bert": "encoder", "resnet": "cnn", "mlp": "mlp", "lightgbm": "gbm"}
@@ -41,6 +41,10 @@ LUDWIG_GBM_PARAMS: dict[str, Any] = {
     "tree_learner": "serial",
     "verbose": -1,
 }
+
+
+if TYPE_CHECKING:
+    from perfmodel.analytic.memory import MemoryBreakdown
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +176,7 @@ def make_row_id(hardware_id: str, config: SliceConfig, device_kind: str = "cpu")
     return "own-" + hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-# --- analytic sizes (used to predict obvious OOMs before building anything) ------------------
+# --- sizes (exact parameter counts of the slice models; OOM prediction via perfmodel.analytic) --
 
 
 def transformer_params(config: SliceConfig) -> int:
@@ -209,54 +213,58 @@ def lora_params(config: SliceConfig) -> int:
     return (config.num_layers or 0) * (r * d + h * hd * r + r * d + kv * hd * r)
 
 
-def bytes_per_element(precision: str) -> int:
-    return 2 if precision in ("bf16", "fp16") else 4
+def analytic_memory(config: SliceConfig) -> MemoryBreakdown:
+    """perfmodel's analytic memory model (perfmodel.analytic.memory) applied to a transformer
+    slice, on a single accelerator with no framework-specific buffers."""
+    from perfmodel.analytic.memory import estimate_memory
+    from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, Workload
+
+    llama = config.kind == "llama"
+    model = ModelSpec(
+        name=f"slice-{config.kind}",
+        family=config.kind,
+        arch="decoder" if llama else "encoder",
+        hidden_size=config.hidden_size,
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        num_kv_heads=config.num_kv_heads,
+        ffn_hidden_size=config.ffn_hidden_size,
+        vocab_size=config.vocab_size,
+        gated_mlp=llama,
+        learned_pos_embeddings=0 if llama else max(config.seq_len or 0, 512),
+    )
+    training = TrainingSpec(
+        seq_len=config.seq_len or 1,
+        micro_batch_size=config.micro_batch_size,
+        precision=config.precision,
+        optimizer=config.optimizer,
+        activation_checkpointing=config.activation_checkpointing,
+        lora_r=config.lora_r,
+        steps=1,
+    )
+    # Only the vendor matters to the memory model; the peaks just let every precision validate.
+    device = GPUSpec(name="device", peak_tflops=dict.fromkeys(("fp32", "tf32", "bf16", "fp16", "fp8"), 1.0))
+    return estimate_memory(Workload(model=model, training=training, gpu=device, parallel=ParallelSpec()))
 
 
 def estimate_static_memory_gb(config: SliceConfig) -> float:
-    """Weights + gradients + optimizer state in GB: a lower bound of what training needs.
-
-    fp32/tf32/amp_*: 4-byte weights and gradients; bf16/fp16: 2-byte weights, gradients and
-    optimizer state. AdamW keeps two moments per trainable parameter, plain SGD none. LoRA: only
-    adapters get gradients and optimizer state."""
+    """Weights + gradients + optimizer state in GB (perfmodel's analytic memory model)."""
     if not config.is_transformer:
         return 0.0
-    n = transformer_params(config)
-    b = bytes_per_element(config.precision)
-    trainable = lora_params(config) if config.lora_r else n
-    moments = 2 if config.optimizer == "adamw" else 0
-    return ((n + lora_params(config)) * b + trainable * b * (1 + moments)) / 1e9
-
-
-def estimate_activation_memory_gb(config: SliceConfig) -> float:
-    """A lower bound of activation memory for transformer slices in GB.
-
-    Per layer and token, a block keeps about 34*d bytes at 16-bit without recomputation
-    (Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models',
-    eq. 1, dropping the 5*a*s/d attention-score term that flash attention avoids; 68*d at fp32);
-    with full recomputation only each block's input (2*d bytes) is kept. Logits (s * V * 4 bytes,
-    upcast for the loss) come on top."""
-    if not config.is_transformer:
-        return 0.0
-    d = config.hidden_size or 0
-    s = config.seq_len or 0
-    tokens = s * config.micro_batch_size
-    scale = 2 if bytes_per_element(config.precision) == 4 and not config.precision.startswith("amp") else 1
-    per_token_layer = (2 * d if config.activation_checkpointing else 34 * d) * scale
-    logits = tokens * (config.vocab_size or 0) * 4 if config.kind == "llama" else 0
-    return (tokens * (config.num_layers or 0) * per_token_layer + logits) / 1e9
+    mem = analytic_memory(config)
+    return mem.weights_gb + mem.gradients_gb + mem.optimizer_gb
 
 
 def predicted_oom(config: SliceConfig, memory_gb: float, margin: float = 1.25) -> str | None:
-    """A reason string when the configuration obviously cannot fit in `memory_gb` (static memory
-    plus the activation lower bound exceed it by `margin`), else None."""
+    """A reason string when the configuration obviously cannot fit in `memory_gb` (perfmodel's
+    analytic peak-memory estimate exceeds it by `margin`), else None."""
     if not config.is_transformer or memory_gb <= 0:
         return None
-    static = estimate_static_memory_gb(config)
-    acts = estimate_activation_memory_gb(config)
-    if static + acts > margin * memory_gb:
+    mem = analytic_memory(config)
+    static = mem.weights_gb + mem.gradients_gb + mem.optimizer_gb
+    if mem.total_gb > margin * memory_gb:
         return (
-            f"not run: predicted out of memory (weights+grads+optimizer {static:.1f} GB + activations "
-            f">= {acts:.1f} GB > {margin:g} x {memory_gb:.1f} GB device memory)"
+            f"not run: predicted out of memory (analytic peak {mem.total_gb:.1f} GB, of which "
+            f"weights+grads+optimizer {static:.1f} GB, > {margin:g} x {memory_gb:.1f} GB device memory)"
         )
     return None

@@ -9,6 +9,7 @@ Without a learned model, an analytic efficiency range stands in and the output s
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from perfmodel import __version__
 from perfmodel.analytic import AnalyticEstimate, estimate
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_s
+from perfmodel.errors import ConfigError
 from perfmodel.workload import Workload
 
 ANALYTIC_EFFICIENCY = (0.2, 0.4, 0.6)
@@ -143,8 +145,6 @@ def predict(
     use_learned: bool = True,
 ) -> PredictedRun:
     """Predict one training run. `model_dir` defaults to the shipped models/ folder."""
-    from perfmodel.errors import ConfigError
-
     if not 0.5 <= confidence < 1.0:
         raise ConfigError(f"--confidence must be in [0.5, 1), got {confidence}")
     est = estimate(workload)
@@ -153,8 +153,6 @@ def predict(
     learned = _load_learned(model_dir) if use_learned else None
     if learned is not None:
         corr = learned.correct([(workload, est)], confidence=confidence)[0]
-        import math
-
         step = Interval(
             estimate=est.t_bound_s * math.exp(corr.log_ratio),
             low=est.t_bound_s * math.exp(corr.log_low),
@@ -227,8 +225,6 @@ def predict(
 
 
 def _load_learned(model_dir: str | Path | None) -> Any:
-    try:
-        from perfmodel.learn.shipped import load_shipped_model
-    except ModuleNotFoundError:
-        return None
+    from perfmodel.learn.shipped import load_shipped_model
+
     return load_shipped_model(model_dir)

@@ -11,23 +11,17 @@ Rows without a stated model, GPU count or sequence length are skipped with a cou
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-GIB = 1.073741824  # GB per GiB
+from collectors.public.torchtitan import GIB_TO_GB, _degree
 
 COLUMNS = (
     "source", "citation", "model_name", "gpu", "num_gpus", "strategy", "tensor_parallel", "pipeline_parallel",
     "context_parallel", "micro_batch_size", "grad_accum_steps", "seq_len", "precision", "activation_checkpointing",
     "checkpointing_as_published", "cpu_offload", "fused_cross_entropy", "framework", "peak_memory_gb", "notes",
 )
-
-
-def _parallel(text: str, key: str) -> int:
-    match = re.search(rf"\b{key} (\d+)", text)
-    return int(match.group(1)) if match else 1
 
 
 def import_torchtitan_memory(path: Path, skipped: Counter[str]) -> list[dict[str, Any]]:
@@ -60,13 +54,13 @@ def import_torchtitan_memory(path: Path, skipped: Counter[str]) -> list[dict[str
                 "gpu": "H100-SXM",
                 "num_gpus": int(rec["n_gpus"]),
                 "strategy": "fsdp",
-                "tensor_parallel": _parallel(par, "TP"),
-                "pipeline_parallel": _parallel(par, "PP"),
-                "context_parallel": _parallel(par, "CP"),
+                "tensor_parallel": _degree(par, "TP"),
+                "pipeline_parallel": _degree(par, "PP"),
+                "context_parallel": _degree(par, "CP"),
                 # torchtitan pipelines split the local batch into micro-batches of 1 (its default
                 # pipeline_parallel_microbatch_size); without PP the local batch is the micro-batch
-                "micro_batch_size": 1 if _parallel(par, "PP") > 1 else int(rec["local_batch_size"]),
-                "grad_accum_steps": int(rec["local_batch_size"]) if _parallel(par, "PP") > 1 else 1,
+                "micro_batch_size": 1 if _degree(par, "PP") > 1 else int(rec["local_batch_size"]),
+                "grad_accum_steps": int(rec["local_batch_size"]) if _degree(par, "PP") > 1 else 1,
                 "seq_len": int(seq) if not pd.isna(seq) else 8192,  # llama3 toml default (seq_len_note)
                 "precision": "fp8" if "float8" in prec.lower() else "amp_bf16",
                 "activation_checkpointing": ac == "full",
@@ -74,7 +68,7 @@ def import_torchtitan_memory(path: Path, skipped: Counter[str]) -> list[dict[str
                 "cpu_offload": False,
                 "fused_cross_entropy": False,
                 "framework": "torchtitan",
-                "peak_memory_gb": float(mem) * GIB,
+                "peak_memory_gb": float(mem) * GIB_TO_GB,
                 "notes": f"{gpu_raw}; {par}; {rec.get('techniques')}",
             }
         )
@@ -113,7 +107,7 @@ def import_ml_engineering_memory(path: Path, skipped: Counter[str]) -> list[dict
                 "cpu_offload": True,
                 "fused_cross_entropy": True,
                 "framework": "deepspeed",
-                "peak_memory_gb": float(rec["peak_mem_gib"]) * GIB,
+                "peak_memory_gb": float(rec["peak_mem_gib"]) * GIB_TO_GB,
                 "notes": str(rec.get("config")),
             }
         )

@@ -31,17 +31,16 @@ def _root(
 
 def _register_commands() -> None:
     # Each module adds its commands to `app`; modules are cheap to import (no torch/mlflow).
-    from perfmodel.cli import commands_catalog, commands_predict
+    from perfmodel.cli import (
+        commands_catalog,
+        commands_collect,
+        commands_dataset,
+        commands_memory,
+        commands_predict,
+        commands_train,
+    )
 
-    for module in (commands_catalog, commands_predict):
-        module.register(app)
-    for optional in ("commands_collect", "commands_dataset", "commands_train", "commands_memory"):
-        try:
-            module = __import__(f"perfmodel.cli.{optional}", fromlist=["register"])
-        except ModuleNotFoundError as exc:  # a command module not written yet
-            if exc.name != f"perfmodel.cli.{optional}":
-                raise
-            continue
+    for module in (commands_catalog, commands_predict, commands_collect, commands_dataset, commands_train, commands_memory):
         module.register(app)
 
 
