@@ -1,5 +1,5 @@
 """`python -m collectors --profile quick|gpu|full [--out DIR] [--budget-s N] [--device D] [--json]`
-(what `make collect` runs). Progress on stderr; a summary (or JSON with --json) on stdout.
+(what `make collect` runs); `--plan [--gpu NAME]` only projects the profile (collectors/plan.py). Progress on stderr; a summary (or JSON with --json) on stdout.
 Exit status: 0 complete or budget spent, 130 interrupted, 1 on an error."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=None, help="wall-time budget in seconds (default: the profile's)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: a GPU if present)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--plan", action="store_true", help="only project the profile: fates, step times, total vs budget")
+    parser.add_argument("--gpu", default="cpu", help="with --plan: the catalog accelerator to plan for (default: cpu, this machine)")
     parser.add_argument("--summary", action="store_true", help="only print a Markdown summary of the stored shards")
     args = parser.parse_args(argv)
 
@@ -26,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(summarize(args.out) + "\n")
         return 0
+    if args.plan:
+        return _plan(args)
     from collectors.harness import collect
 
     try:
@@ -43,6 +47,24 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(result.shards)} shard(s) in {result.out_dir}\n"
         )
     return 130 if result.stopped == "interrupted" else 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from collectors.plan import plan_profile, plan_table
+    from perfmodel.errors import PerfModelError
+
+    try:
+        plan = plan_profile(args.profile, args.gpu, budget_s=args.budget_s)
+    except PerfModelError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    if args.json:
+        sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        Console(width=200).print(plan_table(plan))
+    return 0
 
 
 if __name__ == "__main__":

@@ -176,6 +176,49 @@ def make_row_id(hardware_id: str, config: SliceConfig, device_kind: str = "cpu")
     return "own-" + hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
+def row_fields(config: SliceConfig) -> dict[str, Any]:
+    """The feature-table fields (perfmodel.schema.COLUMNS) a configuration fixes before anything
+    is measured: model, shapes, training settings, parallel layout. collectors.slices.slice_row
+    adds the measurement; collectors.plan predicts from the same fields."""
+    is_gbm = config.kind == "lightgbm"
+    tf = config.is_transformer
+    return {
+        "model_name": config.model_name,
+        "model_family": config.family,
+        "arch": config.arch,
+        "hidden_size": config.hidden_size if tf else None,
+        "num_layers": config.num_layers if tf else None,
+        "num_heads": config.num_heads if tf else None,
+        "num_kv_heads": (config.num_kv_heads or config.num_heads) if tf else None,
+        "ffn_hidden_size": config.ffn_hidden_size if tf else None,
+        "vocab_size": config.vocab_size if tf else None,
+        "gated_mlp": (config.kind == "llama") if tf else None,
+        "num_experts": 1 if tf else None,
+        "experts_per_token": 1 if tf else None,
+        "gbm_rows": config.micro_batch_size if is_gbm else None,
+        "gbm_features": config.in_features if is_gbm else None,
+        "gbm_rounds": config.measured_steps + config.warmup_steps if is_gbm else None,
+        "seq_len": config.seq_len if tf else None,
+        "micro_batch_size": config.micro_batch_size,
+        "grad_accum_steps": 1,
+        "global_batch_size": config.micro_batch_size,
+        "precision": "fp32" if is_gbm else config.precision,
+        "optimizer": None if is_gbm else config.optimizer,
+        "activation_checkpointing": None if is_gbm else config.activation_checkpointing,
+        "lora_r": config.lora_r,
+        "quantization_bits": None,
+        "trainable_fraction": None if (is_gbm or config.lora_r) else 1.0,
+        "includes_optimizer_step": None if is_gbm else True,
+        "num_gpus": 1,
+        "num_nodes": 1,
+        "strategy": "ddp",
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "context_parallel": 1,
+        "framework": "lightgbm" if is_gbm else "torch-eager",
+    }
+
+
 # --- sizes (exact parameter counts of the slice models; OOM prediction via perfmodel.analytic) --
 
 

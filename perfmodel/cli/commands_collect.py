@@ -22,12 +22,18 @@ def collect_command(
     out: Annotated[Path, typer.Option("--out", help="Folder for the parquet shards and the host fingerprint.")] = Path("datasets/raw"),
     budget_s: Annotated[Optional[float], typer.Option("--budget-s", min=1.0, help="Wall-time budget in seconds (default: the profile's).")] = None,  # noqa: UP045 - typer needs Optional on 3.10
     device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda or cuda:N (default: a GPU when there is one).")] = None,  # noqa: UP045
+    plan: Annotated[bool, typer.Option("--plan", help="Measure nothing: project each configuration's fate, step time and the total against the budget.")] = False,
+    gpu: Annotated[str, typer.Option("--gpu", help="With --plan: the accelerator to plan for (catalog name; default cpu, this machine).")] = "cpu",
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Measure this machine: micro-benchmarks, then real training slices; resumable (already
-    measured configurations are skipped) and safe to stop with Ctrl-C."""
+    measured configurations are skipped) and safe to stop with Ctrl-C. With --plan, only
+    project what a profile would do on a device, before renting it."""
     if profile not in PROFILES:
         raise typer.BadParameter(f"must be one of {', '.join(PROFILES)}; got {profile!r}", param_hint="--profile")
+    if plan:
+        _plan(profile, gpu, budget_s, json_out)
+        return
     from collectors.harness import collect
 
     result = collect(profile, out_dir=out, budget_s=budget_s, device=device, progress=not json_out)
@@ -53,3 +59,13 @@ def collect_command(
         _common.stdout_console().print(table)
     if result.stopped == "interrupted":
         raise SystemExit(130)
+
+
+def _plan(profile: str, gpu: str, budget_s: float | None, json_out: bool) -> None:
+    from collectors.plan import plan_profile, plan_table
+
+    projected = plan_profile(profile, gpu, budget_s=budget_s)
+    if json_out:
+        _common.print_json(projected.to_dict())
+    else:
+        _common.stdout_console().print(plan_table(projected))
