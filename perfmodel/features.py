@@ -43,6 +43,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "data_parallel",
     "tensor_parallel",
     "pipeline_parallel",
+    "context_parallel",
     "compute_share_of_bound",
     "memory_share_of_bound",
     "comm_share_of_bound",
@@ -125,8 +126,9 @@ def workload_from_row(row: Mapping[str, Any]) -> Workload:
         num_gpus=num_gpus,
         num_nodes=_int(row, "num_nodes", 1) or 1,
         strategy=str(_get(row, "strategy", "ddp")),
-        tensor_parallel=tp * cp,  # context parallel splits activations like tensor parallel
+        tensor_parallel=tp,
         pipeline_parallel=pp,
+        context_parallel=cp,
     )
     gpu_name = str(_get(row, "gpu", "cpu"))
     host = _get(row, "hardware_id")
@@ -180,6 +182,7 @@ def feature_vector(w: Workload, est: AnalyticEstimate, *, includes_optimizer_ste
         "data_parallel": float(par.data_parallel),
         "tensor_parallel": float(par.tensor_parallel),
         "pipeline_parallel": float(par.pipeline_parallel),
+        "context_parallel": float(par.context_parallel),
         "compute_share_of_bound": est.t_compute_s / bound,
         "memory_share_of_bound": est.t_memory_s / bound,
         "comm_share_of_bound": est.t_comm_exposed_s / bound,

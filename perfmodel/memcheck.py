@@ -25,7 +25,6 @@ class MemoryCheck:
 
 
 def workload_for(row: dict[str, Any]) -> Workload:
-    cp = int(row.get("context_parallel") or 1)
     return Workload(
         model=get_model(str(row["model_name"])),
         training=TrainingSpec(
@@ -42,8 +41,9 @@ def workload_for(row: dict[str, Any]) -> Workload:
             num_gpus=int(row["num_gpus"]),
             num_nodes=max(1, int(row["num_gpus"]) // 8),
             strategy=str(row["strategy"]),
-            tensor_parallel=int(row.get("tensor_parallel") or 1) * cp,
+            tensor_parallel=int(row.get("tensor_parallel") or 1),
             pipeline_parallel=int(row.get("pipeline_parallel") or 1),
+            context_parallel=int(row.get("context_parallel") or 1),
             cpu_offload=bool(row.get("cpu_offload", False)),
         ),
         framework=str(row.get("framework", "hf-eager")),

@@ -229,6 +229,11 @@ class ParallelSpec:
     """Tensor-parallel degree."""
     pipeline_parallel: int = 1
     """Pipeline-parallel degree."""
+    context_parallel: int = 1
+    """Context-parallel degree: each sequence is split over this many GPUs (ring attention passes
+    keys and values around them). Weights are replicated over them; gradients are reduced, and
+    ZeRO/FSDP state sharded, over data_parallel x context_parallel (Megatron's DP-CP group,
+    torchtitan's dp_shard_cp mesh)."""
     cpu_offload: bool = False
     """Optimizer state (and for zero3 parameters) offloaded to host memory."""
 
@@ -237,20 +242,39 @@ class ParallelSpec:
         _check_positive("hardware.num_nodes", self.num_nodes)
         _check_positive("hardware.tensor_parallel", self.tensor_parallel)
         _check_positive("hardware.pipeline_parallel", self.pipeline_parallel)
+        _check_positive("hardware.context_parallel", self.context_parallel)
         _check_choice("hardware.strategy", self.strategy, STRATEGIES)
         if self.num_gpus % self.num_nodes:
             raise ConfigError(
                 f"hardware.num_gpus ({self.num_gpus}) must be a multiple of hardware.num_nodes ({self.num_nodes})"
             )
-        if self.num_gpus % (self.tensor_parallel * self.pipeline_parallel):
+        if self.num_gpus % (self.model_split * self.context_parallel):
+            cp = f" x context_parallel ({self.context_parallel})" if self.context_parallel > 1 else ""
             raise ConfigError(
                 f"hardware.num_gpus ({self.num_gpus}) must be a multiple of tensor_parallel x "
-                f"pipeline_parallel ({self.tensor_parallel} x {self.pipeline_parallel})"
+                f"pipeline_parallel ({self.tensor_parallel} x {self.pipeline_parallel}){cp}"
             )
 
     @property
+    def model_split(self) -> int:
+        """GPUs one copy of the weights is split over: tensor x pipeline parallel."""
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
     def data_parallel(self) -> int:
-        return self.num_gpus // (self.tensor_parallel * self.pipeline_parallel)
+        """Replicas that each take different samples."""
+        return self.num_gpus // (self.model_split * self.context_parallel)
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks that hold the same weights: gradients are reduced (and ZeRO/FSDP state sharded)
+        over data_parallel x context_parallel."""
+        return self.data_parallel * self.context_parallel
+
+    @property
+    def activation_split(self) -> int:
+        """GPUs one micro-batch's activations are split over: tensor (sequence-parallel) x context."""
+        return self.tensor_parallel * self.context_parallel
 
     @property
     def gpus_per_node(self) -> int:
@@ -280,6 +304,9 @@ class GPUSpec:
     """Per-GPU unidirectional bandwidth to peers in the same node (NVLink/xGMI/PCIe) in GB/s."""
     inter_node_bandwidth_gb_per_s: float = 25.0
     """Per-GPU network bandwidth between nodes in GB/s (default 200 Gb/s InfiniBand)."""
+    scale_up_domain_gpus: int = 0
+    """GPUs joined by the intra-node fabric beyond one node (72 in a GB200/GB300 NVL72 rack);
+    0: the node is the domain."""
     tdp_w: float = 0.0
     """Board power in W."""
     sm_count: int = 0

@@ -1,5 +1,6 @@
 """Communication per step: data-parallel gradient/parameter collectives, tensor-parallel
-activation all-reduces and pipeline point-to-point sends, and the time they take."""
+activation all-reduces, context-parallel key/value exchange and pipeline point-to-point sends,
+and the time they take (hierarchical collectives: intra-node fabric, then the network)."""
 
 from __future__ import annotations
 
@@ -20,15 +21,19 @@ class CommCost:
     """Tensor-parallel activation all-reduces per GPU."""
     pp_bytes: float
     """Pipeline activation sends per GPU."""
+    cp_bytes: float
+    """Context-parallel key/value exchange per GPU (ring attention)."""
     dp_time_s: float
     tp_time_s: float
     pp_time_s: float
+    cp_time_s: float
+    """Overlaps the attention it feeds (ring attention); only the excess is exposed."""
     dp_overlappable: bool
     """Data-parallel traffic can overlap the backward pass (DDP buckets, ZeRO prefetch)."""
 
     @property
     def total_bytes(self) -> float:
-        return self.dp_bytes + self.tp_bytes + self.pp_bytes
+        return self.dp_bytes + self.tp_bytes + self.pp_bytes + self.cp_bytes
 
 
 def _ring(n: int) -> float:
@@ -36,52 +41,81 @@ def _ring(n: int) -> float:
     return (n - 1) / n if n > 1 else 0.0
 
 
-def _bandwidth_gb_per_s(w: Workload, group_size: int, inner_stride: int) -> float:
-    """Per-GPU bandwidth of a collective over `group_size` ranks whose members are
-    `inner_stride` ranks apart: intra-node if the whole group fits in one node."""
+def _domain_gpus(w: Workload) -> int:
+    """GPUs joined by the intra-node fabric: the node, or a larger NVLink domain (NVL72)."""
+    par = w.parallel
+    if par.num_nodes == 1:
+        return par.num_gpus
+    return max(par.gpus_per_node, min(w.gpu.scale_up_domain_gpus, par.num_gpus))
+
+
+def collective_time_s(w: Workload, buffer_bytes: float, group: int, stride: int) -> float:
+    """Time of one ring all-gather or reduce-scatter of a `buffer_bytes` buffer over `group`
+    ranks whose members are `stride` ranks apart (an all-reduce is one of each).
+
+    Hierarchical, as NCCL runs it across nodes: the members inside one scale-up domain (g of
+    them) exchange over the intra-node fabric (buffer x (g-1)/g per GPU), and the k domains
+    exchange over the network, each GPU carrying 1/g of the inter-domain traffic on its own NIC
+    (buffer x (k-1)/k / g per GPU). The two phases are added."""
+    if group <= 1 or buffer_bytes <= 0:
+        return 0.0
     gpu = w.gpu
-    span = group_size * inner_stride
-    if w.parallel.num_nodes == 1 or span <= w.parallel.gpus_per_node:
-        return gpu.intra_node_bandwidth_gb_per_s or 16.0
-    return gpu.inter_node_bandwidth_gb_per_s or 12.5
+    intra = (gpu.intra_node_bandwidth_gb_per_s or 16.0) * 1e9
+    inter = (gpu.inter_node_bandwidth_gb_per_s or 12.5) * 1e9
+    per_domain = max(1, min(group, _domain_gpus(w) // max(stride, 1)))
+    domains = -(-group // per_domain)
+    return buffer_bytes * _ring(per_domain) / intra + buffer_bytes * _ring(domains) / (per_domain * inter)
 
 
 def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
     p = params or count_params(w.model, w.training)
     t, par = w.training, w.parallel
-    split = par.tensor_parallel * par.pipeline_parallel
-    dp = par.data_parallel
+    tp, cp, pp = par.tensor_parallel, par.context_parallel, par.pipeline_parallel
+    group = par.shard_group  # gradients are reduced over data x context parallel ranks
     grad_bytes = float(cv.GRAD_BYTES[t.precision])
     if t.lora_r:
         grad_bytes = 4.0
-    shard_params = p.trainable / split
+    shard_params = p.trainable / par.model_split
     if par.strategy in ("fsdp", "zero3"):
-        # all-gather weights in forward and backward for every micro-batch, reduce-scatter grads
-        gather = 2 * (p.total / split) * 2.0 * _ring(dp) * t.grad_accum_steps
-        dp_bytes = gather + shard_params * grad_bytes * _ring(dp) * t.grad_accum_steps
+        # all-gather 16-bit weights in forward and backward for every micro-batch, reduce-scatter grads
+        gathers = [(p.total / par.model_split) * 2.0] * (2 * t.grad_accum_steps)
+        dp_buffers = [*gathers, *[shard_params * grad_bytes] * t.grad_accum_steps]
     elif par.strategy in ("zero1", "zero2"):
-        dp_bytes = shard_params * grad_bytes * _ring(dp) + shard_params * 2.0 * _ring(dp)
+        dp_buffers = [shard_params * grad_bytes, shard_params * 2.0]  # reduce-scatter grads, all-gather weights
     else:  # ddp all-reduce = reduce-scatter + all-gather
-        dp_bytes = 2 * shard_params * grad_bytes * _ring(dp)
-    tp_bytes = 0.0
-    pp_bytes = 0.0
+        dp_buffers = [shard_params * grad_bytes] * 2
+    dp_bytes = sum(dp_buffers) * _ring(group)
+    dp_time = sum(collective_time_s(w, b, group, tp) for b in dp_buffers)
+    tp_bytes = tp_time = pp_bytes = pp_time = cp_bytes = cp_time = 0.0
     if w.model.is_transformer:
-        act = float(t.seq_len) * t.micro_batch_size * float(w.model.hidden_size or 0) * 2.0
-        layers = float(w.model.num_layers or 0) / par.pipeline_parallel
-        if par.tensor_parallel > 1:
-            # Megatron: 2 all-reduces in forward + 2 in backward per layer (Narayanan et al. 2021)
-            tp_bytes = 4 * layers * 2 * act * _ring(par.tensor_parallel) * t.grad_accum_steps
-        if par.pipeline_parallel > 1:
+        tokens = float(t.seq_len) / cp * t.micro_batch_size  # this rank's share of the sequence
+        act = tokens * float(w.model.hidden_size or 0) * 2.0
+        layers = float(w.model.num_layers or 0) / pp
+        if tp > 1:
+            # Megatron: 2 all-reduces in forward + 2 in backward per layer (Narayanan et al. 2021);
+            # with sequence parallelism the same bytes as all-gathers + reduce-scatters
+            n = 4 * 2 * layers * t.grad_accum_steps
+            tp_bytes = n * act * _ring(tp)
+            tp_time = n * collective_time_s(w, act, tp, 1)
+        if cp > 1:
+            # ring attention: every rank's keys and values (its tensor-parallel share of the heads)
+            # visit the cp-1 others in forward; in backward keys/values again and their gradients
+            # (3x the forward bytes)
+            kv = tokens * 2 * max(w.model.kv_heads / tp, 1.0) * w.model.head_width * 2.0
+            n = 3 * layers * t.grad_accum_steps
+            cp_bytes = n * kv * cp * _ring(cp)
+            cp_time = n * collective_time_s(w, kv * cp, cp, tp)
+        if pp > 1:
             pp_bytes = 2 * act * t.grad_accum_steps
-    dp_bw = _bandwidth_gb_per_s(w, dp, split)
-    tp_bw = _bandwidth_gb_per_s(w, par.tensor_parallel, 1)
-    pp_bw = _bandwidth_gb_per_s(w, par.pipeline_parallel, par.tensor_parallel * dp)
+            pp_time = collective_time_s(w, pp_bytes * 2, 2, tp * cp * par.data_parallel)  # point to point
     return CommCost(
         dp_bytes=dp_bytes,
         tp_bytes=tp_bytes,
         pp_bytes=pp_bytes,
-        dp_time_s=dp_bytes / (dp_bw * 1e9),
-        tp_time_s=tp_bytes / (tp_bw * 1e9),
-        pp_time_s=pp_bytes / (pp_bw * 1e9),
+        cp_bytes=cp_bytes,
+        dp_time_s=dp_time,
+        tp_time_s=tp_time,
+        pp_time_s=pp_time,
+        cp_time_s=cp_time,
         dp_overlappable=True,
     )

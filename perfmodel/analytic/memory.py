@@ -62,9 +62,8 @@ def weight_bytes_per_param(w: Workload) -> float:
 def estimate_memory(w: Workload, params: ParamCounts | None = None) -> MemoryBreakdown:
     p = params or count_params(w.model, w.training)
     t, par = w.training, w.parallel
-    model_split = par.tensor_parallel * par.pipeline_parallel
-    dp = par.data_parallel
-    div_w, div_g, div_o = _shard(par.strategy, dp)
+    model_split = par.model_split
+    div_w, div_g, div_o = _shard(par.strategy, par.shard_group)
     precision = t.precision
     if w.model.arch == "gbm":
         rows = float(t.gbm_rows or 0)
@@ -126,22 +125,23 @@ def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
         return kept, 0.0
     s, d = float(t.seq_len), float(m.hidden_size or 0)
     layers_per_gpu = float(m.num_layers or 0) / par.pipeline_parallel
-    per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * s * b * d * act_scale / par.tensor_parallel
+    split = par.activation_split  # sequence parallelism over tensor ranks, context parallelism
+    per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * s * b * d * act_scale / split
     if fully_frozen:
         kept = per_layer  # no graph is kept: one layer's working set
     elif t.activation_checkpointing:
         # layer inputs are sharded over tensor-parallel ranks too (sequence parallelism)
-        kept = cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu / par.tensor_parallel + per_layer
+        kept = cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu / split + per_layer
     else:
         kept = per_layer * layers_per_gpu
     # 1F1B pipeline: the first stage holds up to `pp` micro-batches in flight
     kept *= min(par.pipeline_parallel, t.grad_accum_steps) if par.pipeline_parallel > 1 else 1
     temporary = 0.0
     if m.arch in ("decoder", "encoder-decoder") and m.vocab_size and not t.fused_cross_entropy:
-        temporary += s * b * float(m.vocab_size) * cv.LOGITS_BYTES_PER_ELEMENT / par.tensor_parallel
-    if par.strategy in ("fsdp", "zero3") and par.data_parallel > 1 and m.num_layers:
+        temporary += s * b * float(m.vocab_size) * cv.LOGITS_BYTES_PER_ELEMENT / split
+    if par.strategy in ("fsdp", "zero3") and par.shard_group > 1 and m.num_layers:
         layer_params = p.blocks / float(m.num_layers) / par.tensor_parallel
         temporary += 2 * layer_params * 2.0  # current + prefetched layer, gathered in 16-bit
-    elif par.data_parallel > 1:
+    elif par.shard_group > 1:
         temporary += 2 * 25e6 * 4  # DDP gradient buckets (25 MB default, double-buffered)
     return kept, temporary

@@ -89,7 +89,8 @@ def estimate(w: Workload) -> AnalyticEstimate:
     else:
         window = busy / w.training.grad_accum_steps * (1.0 - flops.forward_share)
     exposed_dp = max(0.0, comm.dp_time_s - window)
-    exposed = exposed_dp + comm.tp_time_s + comm.pp_time_s
+    exposed_cp = max(0.0, comm.cp_time_s - busy)  # ring attention hides it behind the step's compute
+    exposed = exposed_dp + exposed_cp + comm.tp_time_s + comm.pp_time_s
     t_bound = busy * bubble + exposed
     terms = {"compute": t_compute, "memory": t_memory, "communication": exposed}
     bottleneck = max(terms, key=lambda k: terms[k])
@@ -104,7 +105,7 @@ def estimate(w: Workload) -> AnalyticEstimate:
         mem_bw_gb_per_s=bw,
         t_compute_s=t_compute,
         t_memory_s=t_memory,
-        t_comm_s=comm.dp_time_s + comm.tp_time_s + comm.pp_time_s,
+        t_comm_s=comm.dp_time_s + comm.tp_time_s + comm.pp_time_s + comm.cp_time_s,
         t_comm_exposed_s=exposed,
         pipeline_bubble=bubble,
         t_bound_s=max(t_bound, 1e-9),

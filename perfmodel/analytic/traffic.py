@@ -23,7 +23,7 @@ def bytes_per_step_per_gpu(w: Workload, params: ParamCounts | None = None) -> fl
         rounds = float(t.gbm_rounds or 0)
         # each round scans the binned matrix (1 byte per cell) and the gradient/hessian pairs
         return rounds * rows * (feats + 16)
-    split = par.tensor_parallel * par.pipeline_parallel
+    split = par.model_split
     passes = 2 + (1 if t.activation_checkpointing else 0)
     if t.trainable_fraction == 0 and not t.lora_r:
         passes = 1
@@ -32,7 +32,7 @@ def bytes_per_step_per_gpu(w: Workload, params: ParamCounts | None = None) -> fl
     act_scale = cv.ACTIVATION_BYTES[t.precision] / 2.0
     if w.model.is_transformer:
         per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * float(t.seq_len) * b * float(w.model.hidden_size or 0)
-        acts = per_layer * act_scale * float(w.model.num_layers or 0) / split
+        acts = per_layer * act_scale * float(w.model.num_layers or 0) / (par.activation_split * par.pipeline_parallel)
     else:
         acts = float(w.model.activation_mb_per_sample or 0.0) * 1e6 * b * act_scale
     act_traffic = 2 * acts * (1.5 if t.activation_checkpointing else 1.0)
@@ -41,5 +41,5 @@ def bytes_per_step_per_gpu(w: Workload, params: ParamCounts | None = None) -> fl
     per_trainable = 4 + float(cv.GRAD_BYTES[t.precision]) + states * cv.optimizer_state_bytes(t.precision)
     optimizer = 2 * p.trainable * per_trainable / split
     if par.strategy in ("zero1", "zero2", "zero3", "fsdp"):
-        optimizer /= par.data_parallel
+        optimizer /= par.shard_group
     return micro + optimizer

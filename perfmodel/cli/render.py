@@ -61,8 +61,10 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         parallel += f" on {par.num_nodes} nodes"
     if par.num_gpus > 1:
         parallel += f", {par.strategy}"
-        if par.tensor_parallel > 1 or par.pipeline_parallel > 1:
+        if par.tensor_parallel > 1 or par.pipeline_parallel > 1 or par.context_parallel > 1:
             parallel += f" tp={par.tensor_parallel} pp={par.pipeline_parallel}"
+            if par.context_parallel > 1:
+                parallel += f" cp={par.context_parallel}"
     table.add_row("Hardware", f"{parallel}; precision {t.precision}")
     if w.model.arch == "gbm":
         table.add_row("Workload", f"{t.gbm_rows:,} rows x {t.gbm_features} features x {t.gbm_rounds} rounds")

@@ -1,7 +1,7 @@
 """Building a Workload from a native Draft: explicit values > the source format's defaults >
 perfmodel's defaults, with every default that was used listed in `Workload.assumptions`.
 
-Not listed: the contract's optional keys (tensor_parallel, pipeline_parallel, cpu_offload,
+Not listed: the contract's optional keys (tensor_parallel, pipeline_parallel, context_parallel, cpu_offload,
 lora_target_modules, eval_fraction) and keys that do not apply to the model's arch.
 """
 
@@ -169,6 +169,7 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
         strategy=pick("hardware.strategy", "ddp", say=num_gpus > 1),
         tensor_parallel=pick("hardware.tensor_parallel", 1, say=False),
         pipeline_parallel=pick("hardware.pipeline_parallel", 1, say=False),
+        context_parallel=pick("hardware.context_parallel", 1, say=False),
         cpu_offload=pick("hardware.cpu_offload", False, say=False),
     )
     framework = cfg.get("framework") or draft.soft.get("framework", (None, ""))[0]
