@@ -19,6 +19,8 @@ from perfmodel.learn.evaluate import (
     evaluate_all,
     evaluate_holdout,
     make_folds,
+    seed_spread,
+    spread_summary,
 )
 from perfmodel.learn.regressor import LGBMConfig
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
@@ -146,3 +148,20 @@ def test_cli_evaluate_holdout_through_the_entry_point(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_seed_spread_varies_only_the_seeds(data):
+    X, y, kept = data
+    with synthetic_catalog():
+        runs = seed_spread(X, y, kept, seeds=2, splits=("random", "loho"), config=FAST)
+    assert sorted(runs["seed"].unique()) == [0, 1] and set(runs["split"]) == {"random", "loho"}
+    random = runs[runs["split"] == "random"]["median_ape_pct"].tolist()
+    assert random[0] != random[1]  # different folds and bagging: the spread is not zero by construction
+    summary = spread_summary(runs)
+    row = summary[(summary["split"] == "loho") & (summary["metric"] == "median_ape_pct")].iloc[0]
+    loho = runs[runs["split"] == "loho"]["median_ape_pct"]
+    assert row["mean"] == pytest.approx(loho.mean()) and row["min"] == loho.min() and row["max"] == loho.max()
+    with pytest.raises(ConfigError, match="at least 2"):
+        seed_spread(X, y, kept, seeds=1, config=FAST)
+    with pytest.raises(ConfigError, match="unknown split"):
+        seed_spread(X, y, kept, seeds=2, splits=("nope",), config=FAST)

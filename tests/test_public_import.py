@@ -458,6 +458,27 @@ def test_lambda(tmp_path: Path) -> None:
     assert txl["framework"] == "dle-ngc"
 
 
+def test_lambda_drops_rows_faster_per_gpu_than_data_parallelism_allows(tmp_path: Path) -> None:
+    def ncf(config: str, n: int, total: float) -> dict[str, str]:
+        return {**LAMBDA, "config_name": config, "num_gpu": f"{n}.0", "precision": "fp32", "model": "ncf",
+                "throughput_total": str(total), "batch_size_per_gpu": str(1_000_000 * n)}
+
+    rows = [ncf("H100 80GB SXM5", 1, 6.6e7), ncf("2x H100 80GB SXM5", 2, 1.3e8), ncf("4x H100 80GB SXM5", 4, 2.6e8),
+            ncf("8x H100 80GB SXM5", 8, 8 * 2.1e9)]  # the last: 2.1 billion samples/s per GPU
+    result = import_lambda_deeplearning_benchmark_pytorch(
+        write(tmp_path, "lambda_deeplearning_benchmark_pytorch", H_LAMBDA, rows)
+    )
+    assert sorted(result.rows["num_gpus"].tolist()) == [1, 2, 4]
+    reason = "implausible: per-GPU throughput > 4x that of the same task, GPU and precision on fewer GPUs"
+    assert result.skipped == {reason: 1}
+    # Slow multi-GPU rows do not make a fast single-GPU row implausible.
+    slow = [ncf("RTX 2080Ti", 1, 23.0), ncf("2x RTX 2080Ti", 2, 6.0), ncf("4x RTX 2080Ti", 4, 6.0), ncf("8x RTX 2080Ti", 8, 6.0)]
+    result = import_lambda_deeplearning_benchmark_pytorch(
+        write(tmp_path, "lambda_deeplearning_benchmark_pytorch", H_LAMBDA, slow)
+    )
+    assert len(result.rows) == 4 and not result.skipped
+
+
 # --- NeuSight ---------------------------------------------------------------------------------
 
 

@@ -15,7 +15,9 @@ Normalisation:
   for cuBLAS matmuls), fp32 on Volta/Turing/Pascal.
 - Skipped: tasks without a catalog model (maskrcnn, tacotron2, waveglow); gnmt (throughput in
   tokens/s while the batch is in sentences of variable length: no per-step meaning); -1 (not
-  run); rows without a batch size (the v2 tables have none); GPUs not in the catalog.
+  run); rows without a batch size (the v2 tables have none); GPUs not in the catalog; multi-GPU
+  rows whose per-GPU throughput is more than 4x that of the same task, GPU and precision on the
+  fewest GPUs measured (upstream anomalies: NCF on 4-8 H100s at billions of samples/s per GPU).
 - Versions: the same (table file, system name, task, precision) in several commits keeps only
   the current/latest value (older ones were re-runs that Lambda replaced). The same values under
   a renamed system in another table file are kept once. Different systems with the same GPU,
@@ -163,6 +165,7 @@ def import_lambda_deeplearning_benchmark_pytorch(path: str | Path) -> ImportResu
             sink.skip("GPU count inconsistent with the system name or batch")
             continue
         rows.append((r, gpu, n_gpus, gbs, throughput))
+    rows = _drop_implausible(rows, sink)
     # Repeats: several systems with the same GPU kind, count, task, precision and batch.
     groups: dict[tuple, int] = {}
     for r, gpu, n_gpus, gbs, throughput in rows:
@@ -171,6 +174,36 @@ def import_lambda_deeplearning_benchmark_pytorch(path: str | Path) -> ImportResu
         groups[key] = repeat + 1
         _add(sink, r, gpu, n_gpus, gbs, throughput, repeat)
     return sink.result()
+
+
+IMPLAUSIBLE_PER_GPU_RATIO = 4.0
+"""A multi-GPU row whose per-GPU throughput exceeds this multiple of the per-GPU throughput at the
+fewest GPUs measured for the same task, GPU and precision (median over those rows) is an
+upstream anomaly: data parallelism cannot make each GPU several times faster than it runs
+alone. Seen for NCF on 4-8x H100 SXM / A100 (1-3 billion samples/s per GPU against ~70 million on
+one GPU of the same kind)."""
+
+
+def _drop_implausible(rows: list[tuple], sink: RowSink) -> list[tuple]:
+    import statistics
+
+    by_count: dict[tuple, dict[int, list[float]]] = {}
+    for r, gpu, n_gpus, _gbs, throughput in rows:
+        key = (r["model"], gpu, r["precision"])
+        by_count.setdefault(key, {}).setdefault(n_gpus, []).append(throughput / n_gpus)
+    reference = {key: (min(counts), statistics.median(counts[min(counts)])) for key, counts in by_count.items()}
+    kept = []
+    for row in rows:
+        r, gpu, n_gpus, _gbs, throughput = row
+        fewest, per_gpu = reference[(r["model"], gpu, r["precision"])]
+        if n_gpus > fewest and throughput / n_gpus > IMPLAUSIBLE_PER_GPU_RATIO * per_gpu:
+            sink.skip(
+                f"implausible: per-GPU throughput > {IMPLAUSIBLE_PER_GPU_RATIO:g}x that of the same task, "
+                "GPU and precision on fewer GPUs"
+            )
+            continue
+        kept.append(row)
+    return kept
 
 
 def _latest_versions(frame: pd.DataFrame, sink: RowSink) -> pd.DataFrame:

@@ -108,13 +108,27 @@ def evaluate_command(
             help="Train without the rows where KEY=VALUE and report errors on them only (e.g. gpu=H200).",
         ),
     ] = None,
+    seeds: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            "--seeds",
+            min=2,
+            help="Repeat the random and hardware-held-out splits with this many seeds and report the "
+            "spread of their metrics (what a difference between two models must exceed).",
+        ),
+    ] = None,
     features: FeaturesOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Print the evaluation table (all splits, model vs baselines, interval coverage), or the
-    errors on one held-out group with --holdout."""
+    """Print the evaluation table (all splits, model vs baselines, interval coverage), the
+    errors on one held-out group with --holdout, or the seed-to-seed spread with --seeds."""
     from perfmodel.learn.evaluate import TARGETS, evaluate_features
 
+    if seeds is not None:
+        if holdout:
+            raise typer.BadParameter("give either --seeds or --holdout, not both", param_hint="--seeds")
+        _seed_spread(features, seeds, json_out)
+        return
     group = _parse_holdout(holdout) if holdout else None
     evaluation = evaluate_features(features, holdout=group, progress=_progress())
     if json_out:
@@ -143,6 +157,26 @@ def evaluate_command(
         console.print("targets: " + ", ".join(f"{k} {v}" for k, v in TARGETS.items()), highlight=False)
     for split, reason in evaluation.skipped.items():
         console.print(f"skipped {split}: {reason}", highlight=False)
+
+
+def _seed_spread(features: Any, seeds: int, json_out: bool) -> None:
+    from rich.table import Table
+
+    from perfmodel.learn.data import load_training_data
+    from perfmodel.learn.evaluate import SPLITS, fmt_cell, seed_spread, spread_summary
+
+    data = load_training_data(features)
+    runs = seed_spread(data.X, data.y, data.kept, seeds=seeds, progress=_progress())
+    summary = spread_summary(runs)
+    if json_out:
+        _common.print_json({"runs": runs.to_dict("records"), "spread": summary.to_dict("records")})
+        return
+    table = Table(title=f"model metrics over {seeds} seeds")
+    for col in ("split", "metric", "mean", "std", "min", "max"):
+        table.add_column(col, justify="left" if col in ("split", "metric") else "right")
+    for rec in summary.to_dict("records"):
+        table.add_row(SPLITS[rec["split"]], rec["metric"], *(fmt_cell(rec[k]) for k in ("mean", "std", "min", "max")))
+    _common.stdout_console().print(table)
 
 
 def _summary_table(evaluation: Any, title: str) -> Any:

@@ -429,3 +429,45 @@ def evaluate_features(
             progress(f"training without {holdout[0]}={holdout[1]}")
         return evaluate_holdout(data.X, data.y, data.kept, holdout[0], holdout[1], config)
     return evaluate_all(data.X, data.y, data.kept, config, progress)
+
+
+def seed_spread(
+    X: Any,
+    y: Any,
+    kept: Any,
+    *,
+    seeds: int = 5,
+    splits: tuple[str, ...] = ("random", "loho"),
+    config: EvalConfig | None = None,
+    progress: Progress | None = None,
+) -> Any:
+    """Run the protocol `seeds` times, seed k driving LightGBM's bagging and early-stopping split
+    and the random split's folds, and return the model's metrics per (seed, split): the spread
+    against which a difference between two models (or two datasets) should be judged."""
+    import dataclasses
+
+    import pandas as pd
+
+    if seeds < 2:
+        raise ConfigError(f"--seeds must be at least 2 to measure a spread; got {seeds}")
+    unknown = [s for s in splits if s not in SPLITS]
+    if unknown:
+        raise ConfigError(f"unknown split(s) {unknown}; choose from {', '.join(SPLITS)}")
+    base = config or EvalConfig()
+    rows = []
+    for seed in range(seeds):
+        run = dataclasses.replace(base, lgbm=dataclasses.replace(base.lgbm, seed=seed), seed=seed, splits=splits)
+        if progress:
+            progress(f"seed {seed + 1}/{seeds}")
+        summary = evaluate_all(X, y, kept, run).summary
+        for rec in summary[summary["method"] == "model"].to_dict("records"):
+            rows.append({"seed": seed, "split": rec["split"], "median_ape_pct": rec["median_ape_pct"],
+                         "p90_ape_pct": rec["p90_ape_pct"], "coverage90_pct": rec["coverage90_pct"]})
+    return pd.DataFrame(rows)
+
+
+def spread_summary(runs: Any) -> Any:
+    """Per split and metric: mean, standard deviation, min and max over the seeds."""
+    long = runs.melt(id_vars=["seed", "split"], var_name="metric")
+    out = long.groupby(["split", "metric"], sort=False)["value"].agg(["mean", "std", "min", "max"]).reset_index()
+    return out
