@@ -28,11 +28,11 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(summarize(args.out) + "\n")
         return 0
-    if args.plan:
-        return _plan(args)
     from collectors.harness import collect
 
     try:
+        if args.plan:
+            return _plan(args)
         result = collect(args.profile, out_dir=args.out, budget_s=args.budget_s, device=args.device, progress=True)
     except PerfModelError as exc:
         sys.stderr.write(f"error: {exc}\n")
@@ -51,13 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from collectors.plan import plan_profile, plan_table
-    from perfmodel.errors import PerfModelError
 
-    try:
-        plan = plan_profile(args.profile, args.gpu, budget_s=args.budget_s)
-    except PerfModelError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
+    plan = plan_profile(args.profile, args.gpu, budget_s=args.budget_s)
     if args.json:
         sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n")
     else:

@@ -60,13 +60,13 @@ class PlannedSlice:
     """collectors.configs.SliceConfig.describe()."""
     fate: str
     """measure | oom-predicted | oom-likely | too-slow | after-budget."""
-    step_time_s: float | None
+    step_time_s: float | None = None
     """Predicted median step time in s (None when not predicted: a predicted OOM)."""
-    step_time_high_s: float | None
+    step_time_high_s: float | None = None
     """High end of the predicted step-time interval in s."""
-    peak_memory_gb: float | None
+    peak_memory_gb: float | None = None
     """Predicted peak memory in GB (analytic)."""
-    cost_s: float
+    cost_s: float = 0.0
     """Wall time the collector is projected to spend on it in s."""
     start_s: float
     """Projected start, seconds after the collection starts."""
@@ -186,33 +186,12 @@ def plan_profile(
     for config in prof.configs:
         label = config.describe()
         if t >= budget:
-            planned.append(
-                PlannedSlice(
-                    label=label,
-                    fate="after-budget",
-                    step_time_s=None,
-                    step_time_high_s=None,
-                    peak_memory_gb=None,
-                    cost_s=0.0,
-                    start_s=t,
-                )
-            )
+            planned.append(PlannedSlice(label=label, fate="after-budget", start_s=t))
             continue
         workload = workload_from_row(_row(config, gpu_name))
         reason = predicted_oom(config, memory_gb) if kind == "cuda" else None
         if reason:
-            planned.append(
-                PlannedSlice(
-                    label=label,
-                    fate="oom-predicted",
-                    step_time_s=None,
-                    step_time_high_s=None,
-                    peak_memory_gb=None,
-                    cost_s=0.0,
-                    start_s=t,
-                    note=reason,
-                )
-            )
+            planned.append(PlannedSlice(label=label, fate="oom-predicted", start_s=t, note=reason))
             continue
         run = predict(workload, model_dir=model_dir)
         model_kind = run.model_kind
