@@ -32,6 +32,16 @@ def test_full_config_maps_every_contract_key():
     assert w.assumptions == ()  # nothing was left to a default
 
 
+def test_context_parallel_is_an_optional_hardware_key(tmp_path):
+    base = ("model: {name: llama3-8b}\ntraining: {seq_len: 131072, micro_batch_size: 1, precision: bf16, tokens: 1e9}\n"
+            "hardware: {gpu: H100-SXM, num_gpus: 16, num_nodes: 2, strategy: zero1, tensor_parallel: 4")
+    w = load_workload(write(tmp_path, base + ", context_parallel: 4}\n"))
+    assert (w.parallel.context_parallel, w.parallel.data_parallel, w.parallel.shard_group) == (4, 1, 4)
+    assert load_workload(write(tmp_path, base + "}\n")).parallel.context_parallel == 1
+    with pytest.raises(ConfigError, match=r"context_parallel \(3\)"):
+        load_workload(write(tmp_path, base + ", context_parallel: 3}\n"))
+
+
 def test_minimal_config_lists_every_default_it_applied():
     w = load_workload(FIX / "native_minimal.yaml")
     t = w.training
