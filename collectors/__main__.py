@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from collectors.plan import plan_profile, plan_table
 
-    plan = plan_profile(args.profile, args.gpu, budget_s=args.budget_s)
+    plan = plan_profile(args.profile, args.gpu, budget_s=args.budget_s, out_dir=args.out)
     if args.json:
         sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n")
     else:

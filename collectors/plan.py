@@ -27,9 +27,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors.configs import SliceConfig, lora_params, predicted_oom, row_fields, transformer_params
+from collectors.configs import (
+    SliceConfig,
+    lora_params,
+    make_row_id,
+    predicted_oom,
+    row_fields,
+    transformer_params,
+)
 from collectors.harness import MICROBENCH_BUDGET_FRACTION
 from collectors.microbench import MicrobenchPlan
 from collectors.profiles import build_profile
@@ -59,7 +67,8 @@ class PlannedSlice:
     label: str
     """collectors.configs.SliceConfig.describe()."""
     fate: str
-    """measure | oom-predicted | oom-likely | too-slow | after-budget."""
+    """measure | measured (already in the shards: skipped on resume) | oom-predicted | oom-likely |
+    too-slow | after-budget."""
     step_time_s: float | None = None
     """Predicted median step time in s (None when not predicted: a predicted OOM)."""
     step_time_high_s: float | None = None
@@ -158,9 +167,12 @@ def plan_profile(
     budget_s: float | None = None,
     setup_s: float | None = None,
     model_dir: str | None = None,
+    out_dir: str | Path | None = None,
 ) -> ProfilePlan:
     """Project `profile` on `device` (a catalog accelerator name or alias, or 'cpu': this
-    machine). `setup_s` overrides the per-configuration setup (SETUP_S)."""
+    machine). `setup_s` overrides the per-configuration setup (SETUP_S). For 'cpu' with `out_dir`,
+    configurations this host has already measured there are marked 'measured' and cost nothing,
+    as a resumed collection skips them."""
     from perfmodel.catalog import get_gpu
     from perfmodel.errors import ConfigError
     from perfmodel.features import workload_from_row
@@ -176,15 +188,20 @@ def plan_profile(
     prof = build_profile(profile, kind, _supports(kind, gpu))
     budget = prof.budget_s if budget_s is None else float(budget_s)
     setup = SETUP_S[kind] if setup_s is None else float(setup_s)
+    done = _measured_here(out_dir) if kind == "cpu" and out_dir is not None else (None, set(), set())
     microbench = 0.0
     if prof.microbench is not None:
-        microbench = min(estimate_microbench_s(prof.microbench, gpu), MICROBENCH_BUDGET_FRACTION * budget)
+        estimate = estimate_microbench_s(prof.microbench, gpu, skip=done[2])
+        microbench = min(estimate, MICROBENCH_BUDGET_FRACTION * budget)
     t = microbench
     model_kind = "analytic"
     memory_gb = float(gpu.memory_gb) if kind == "cuda" else 0.0
     planned: list[PlannedSlice] = []
     for config in prof.configs:
         label = config.describe()
+        if done[0] is not None and make_row_id(done[0], config, "cpu") in done[1]:
+            planned.append(PlannedSlice(label=label, fate="measured", start_s=t, note="already measured on this host"))
+            continue
         if t >= budget:
             planned.append(PlannedSlice(label=label, fate="after-budget", start_s=t))
             continue
@@ -235,6 +252,16 @@ def plan_profile(
     )
 
 
+def _measured_here(out_dir: str | Path) -> tuple[str, set[str], set[tuple[str, str, str]]]:
+    """This host's hardware id, and the training-slice row ids and micro-benchmark keys its shards
+    in `out_dir` already hold."""
+    from collectors.fingerprint import collect_fingerprint
+    from collectors.storage import measured_microbench_keys, measured_row_ids
+
+    hardware_id = collect_fingerprint(lambda: []).hardware_id  # the CPU host: no GPU query
+    return hardware_id, measured_row_ids(out_dir, hardware_id), measured_microbench_keys(out_dir, hardware_id)
+
+
 def _supports(kind: str, gpu: GPUSpec) -> Callable[[str], bool]:
     """Which precisions the device runs: the collectors' CPU rule, or a datasheet peak."""
     from collectors.device import PRECISION_DTYPES, CpuDevice
@@ -244,8 +271,9 @@ def _supports(kind: str, gpu: GPUSpec) -> Callable[[str], bool]:
     return lambda precision: PRECISION_DTYPES.get(precision, precision) in gpu.peak_tflops
 
 
-def estimate_microbench_s(plan: MicrobenchPlan, gpu: GPUSpec) -> float:
-    """Projected wall time of the micro-benchmark `plan` on `gpu` in s (see the module docstring)."""
+def estimate_microbench_s(plan: MicrobenchPlan, gpu: GPUSpec, skip: set[tuple[str, str, str]] | None = None) -> float:
+    """Projected wall time of the micro-benchmark `plan` on `gpu` in s (see the module docstring);
+    `skip` holds (bench, dtype, shape) keys already measured."""
     from types import SimpleNamespace
 
     from collectors.microbench import plan_items
@@ -254,8 +282,8 @@ def estimate_microbench_s(plan: MicrobenchPlan, gpu: GPUSpec) -> float:
     supports = _supports(kind, gpu)
     total = 0.0
     for bench, dtype, shape in plan_items(plan, SimpleNamespace(kind=kind), num_gpus=1):
-        if not supports(dtype):
-            continue  # an 'unsupported' row, no timing
+        if not supports(dtype) or (skip and (bench, dtype, shape) in skip):
+            continue  # an 'unsupported' row, or measured before: no timing
         if bench == "matmul":
             n = int(shape.split("x")[0])
             call = 2 * n**3 / (0.8 * gpu.peak_for(dtype) * 1e12)

@@ -159,3 +159,21 @@ def test_cli_plan_json_and_errors():
 def test_precisions_the_device_lacks_are_dropped_from_the_plan():
     plan = plan_mod.plan_profile("gpu", "t4", budget_s=10_000)  # Turing: no bf16
     assert plan.slices and not any("bf16" in s.label for s in plan.slices if "lightgbm" not in s.label)
+
+
+def test_a_resumed_cpu_collection_skips_what_this_host_measured(tmp_path):
+    from collectors.fingerprint import collect_fingerprint
+    from collectors.slices import Measurement, slice_row
+    from collectors.storage import ShardWriter
+
+    fingerprint = collect_fingerprint(lambda: [])
+    first = build_profile("quick", "cpu").configs[0]
+    writer = ShardWriter(tmp_path, prefix="quick", hardware_id=fingerprint.hardware_id)
+    measurement = Measurement(status="ok", step_times_s=[0.1] * 10)
+    writer.add(slice_row(first, measurement, {}, fingerprint=fingerprint, device_kind="cpu", peak_memory_method="test"))
+    writer.flush()
+    fresh = plan_mod.plan_profile("quick", "cpu")
+    resumed = plan_mod.plan_profile("quick", "cpu", out_dir=tmp_path)
+    assert resumed.slices[0].fate == "measured" and resumed.slices[0].cost_s == 0
+    assert [s.fate for s in resumed.slices[1:]] == [s.fate for s in fresh.slices[1:]]
+    assert resumed.projected_s < fresh.projected_s

@@ -32,7 +32,7 @@ def collect_command(
     if profile not in PROFILES:
         raise typer.BadParameter(f"must be one of {', '.join(PROFILES)}; got {profile!r}", param_hint="--profile")
     if plan:
-        _plan(profile, gpu, budget_s, json_out)
+        _plan(profile, gpu, budget_s, out, json_out)
         return
     from collectors.harness import collect
 
@@ -61,10 +61,10 @@ def collect_command(
         raise SystemExit(130)
 
 
-def _plan(profile: str, gpu: str, budget_s: float | None, json_out: bool) -> None:
+def _plan(profile: str, gpu: str, budget_s: float | None, out: Path, json_out: bool) -> None:
     from collectors.plan import plan_profile, plan_table
 
-    projected = plan_profile(profile, gpu, budget_s=budget_s)
+    projected = plan_profile(profile, gpu, budget_s=budget_s, out_dir=out)
     if json_out:
         _common.print_json(projected.to_dict())
     else:
