@@ -9,6 +9,7 @@ Without a learned model, an analytic efficiency range stands in and the output s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,6 +226,17 @@ def predict(
 
 
 def _load_learned(model_dir: str | Path | None) -> Any:
+    """The learned model in `model_dir` (default: the shipped models/), loaded once per process
+    while its files are unchanged (planners and services predict many workloads in a row)."""
+    from perfmodel.learn.shipped import DEFAULT_MODEL_DIR, METADATA_FILE, MODEL_FILE
+
+    path = Path(model_dir) if model_dir is not None else DEFAULT_MODEL_DIR
+    stamps = tuple(f.stat().st_mtime_ns if f.is_file() else None for f in (path / MODEL_FILE, path / METADATA_FILE))
+    return _learned_cached(str(path.resolve()), stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _learned_cached(path: str, stamps: tuple[int | None, ...]) -> Any:
     from perfmodel.learn.shipped import load_shipped_model
 
-    return load_shipped_model(model_dir)
+    return load_shipped_model(path)

@@ -49,6 +49,17 @@ def _domain_gpus(w: Workload) -> int:
     return max(par.gpus_per_node, min(w.gpu.scale_up_domain_gpus, par.num_gpus))
 
 
+def _links_bytes_per_s(w: Workload) -> tuple[float, float]:
+    """(intra-node fabric, network) bandwidth per GPU in bytes/s."""
+    gpu = w.gpu
+    return (gpu.intra_node_bandwidth_gb_per_s or 16.0) * 1e9, (gpu.inter_node_bandwidth_gb_per_s or 12.5) * 1e9
+
+
+def _members_per_domain(w: Workload, group: int, stride: int) -> int:
+    """How many of a group's ranks (`stride` ranks apart) share one scale-up domain."""
+    return max(1, min(group, _domain_gpus(w) // max(stride, 1)))
+
+
 def collective_time_s(w: Workload, buffer_bytes: float, group: int, stride: int) -> float:
     """Time of one ring all-gather or reduce-scatter of a `buffer_bytes` buffer over `group`
     ranks whose members are `stride` ranks apart (an all-reduce is one of each).
@@ -59,12 +70,17 @@ def collective_time_s(w: Workload, buffer_bytes: float, group: int, stride: int)
     (buffer x (k-1)/k / g per GPU). The two phases are added."""
     if group <= 1 or buffer_bytes <= 0:
         return 0.0
-    gpu = w.gpu
-    intra = (gpu.intra_node_bandwidth_gb_per_s or 16.0) * 1e9
-    inter = (gpu.inter_node_bandwidth_gb_per_s or 12.5) * 1e9
-    per_domain = max(1, min(group, _domain_gpus(w) // max(stride, 1)))
+    intra, inter = _links_bytes_per_s(w)
+    per_domain = _members_per_domain(w, group, stride)
     domains = -(-group // per_domain)
     return buffer_bytes * _ring(per_domain) / intra + buffer_bytes * _ring(domains) / (per_domain * inter)
+
+
+def send_time_s(w: Workload, nbytes: float, stride: int) -> float:
+    """Time to send `nbytes` to the rank `stride` ranks away (pipeline stages): over the
+    intra-node fabric when both share a scale-up domain, else over the network."""
+    intra, inter = _links_bytes_per_s(w)
+    return nbytes / (intra if _members_per_domain(w, 2, stride) == 2 else inter)
 
 
 def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
@@ -107,7 +123,7 @@ def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
             cp_time = n * collective_time_s(w, kv * cp, cp, tp)
         if pp > 1:
             pp_bytes = 2 * act * t.grad_accum_steps
-            pp_time = collective_time_s(w, pp_bytes * 2, 2, tp * cp * par.data_parallel)  # point to point
+            pp_time = send_time_s(w, pp_bytes, tp * cp * par.data_parallel)
     return CommCost(
         dp_bytes=dp_bytes,
         tp_bytes=tp_bytes,
