@@ -25,6 +25,7 @@ class MemoryCheck:
 
 
 def workload_for(row: dict[str, Any]) -> Workload:
+    gpu = get_gpu(str(row["gpu"]))
     return Workload(
         model=get_model(str(row["model_name"])),
         training=TrainingSpec(
@@ -36,10 +37,10 @@ def workload_for(row: dict[str, Any]) -> Workload:
             fused_cross_entropy=bool(row.get("fused_cross_entropy", False)),
             steps=1,
         ),
-        gpu=get_gpu(str(row["gpu"])),
+        gpu=gpu,
         parallel=ParallelSpec(
             num_gpus=int(row["num_gpus"]),
-            num_nodes=max(1, int(row["num_gpus"]) // 8),
+            num_nodes=gpu.servers_for(int(row["num_gpus"])),
             strategy=str(row["strategy"]),
             tensor_parallel=int(row.get("tensor_parallel") or 1),
             pipeline_parallel=int(row.get("pipeline_parallel") or 1),

@@ -304,6 +304,8 @@ class GPUSpec:
     """Per-GPU unidirectional bandwidth to peers in the same node (NVLink/xGMI/PCIe) in GB/s."""
     inter_node_bandwidth_gb_per_s: float = 25.0
     """Per-GPU network bandwidth between nodes in GB/s (default 200 Gb/s InfiniBand)."""
+    gpus_per_server: int = 8
+    """GPUs in one server (4 on a GB200/GB300 NVL72 compute tray): how a GPU count maps to nodes."""
     scale_up_domain_gpus: int = 0
     """GPUs joined by the intra-node fabric beyond one node (72 in a GB200/GB300 NVL72 rack);
     0: the node is the domain."""
@@ -319,6 +321,10 @@ class GPUSpec:
     """Field name -> where the number comes from."""
     measured: dict[str, float] = field(default_factory=dict)
     """Measured ceilings from the collectors (e.g. 'matmul_bf16_tflops', 'hbm_copy_gb_per_s')."""
+
+    def servers_for(self, num_gpus: int) -> int:
+        """Servers (nodes) `num_gpus` of these accelerators fill."""
+        return max(1, -(-num_gpus // max(self.gpus_per_server, 1)))
 
     def peak_for(self, compute_dtype: str) -> float:
         """Dense peak TFLOP/s for a compute dtype; raises ConfigError if unsupported.

@@ -351,3 +351,10 @@ def test_hf_config_json_encoder_and_encoder_decoder(tmp_path: Path) -> None:
     assert model.arch == "encoder-decoder"
     assert model.num_layers == 6  # encoder + decoder
     assert (model.hidden_size, model.ffn_hidden_size) == (64, 256)
+
+
+def test_gpu_counts_map_to_servers_by_the_catalogs_gpus_per_server():
+    from perfmodel.catalog import get_gpu
+
+    assert [get_gpu("H100-SXM").servers_for(n) for n in (1, 8, 12, 512)] == [1, 1, 2, 64]
+    assert [get_gpu("GB200").servers_for(n) for n in (4, 128)] == [1, 32]  # NVL72 compute trays of 4

@@ -24,7 +24,6 @@ Normalisation:
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, read_csv
+from perfmodel.catalog import get_gpu
 
 GPU_KEYS = {"H100": "H100-SXM", "GB200": "GB200", "B200": "B200", "B300": "B300"}
 PRECISIONS = {"BF16": "amp_bf16", "FP8": "fp8"}
@@ -259,7 +259,7 @@ def _import_row(r: pd.Series, configs: pd.DataFrame, sink: RowSink) -> None:
         "gpu": gpu,
         "gpu_name_raw": r["gpu"],
         "num_gpus": n,
-        "num_nodes": n // 4 if gpu == "GB200" else max(1, math.ceil(n / 8)),
+        "num_nodes": get_gpu(gpu).servers_for(n),
         "strategy": "zero1" if framework == "nemo" else "fsdp",
         "tensor_parallel": tp,
         "pipeline_parallel": pp,

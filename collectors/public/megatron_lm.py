@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 
 from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, parse_percent, read_csv
+from perfmodel.catalog import get_gpu
 
 H100_BF16_PEAK_TFLOPS = 989.0
 
@@ -134,7 +135,7 @@ def import_megatron_lm_readme_scaling(path: str | Path) -> ImportResult:
             "gpu": gpu,
             "gpu_name_raw": r["gpu"],
             "num_gpus": n,
-            "num_nodes": max(1, n // 8),  # type: ignore[operator]
+            "num_nodes": get_gpu(gpu).servers_for(n),  # type: ignore[arg-type]
             "strategy": strategy,
             "tensor_parallel": tp,
             "pipeline_parallel": pp,

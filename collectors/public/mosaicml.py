@@ -38,6 +38,7 @@ from collectors.public._common import (
     parse_number,
     read_csv,
 )
+from perfmodel.catalog import get_gpu
 
 GPU_KEYS = {"a100_80gb": "A100-80GB", "a100_40gb": "A100-40GB", "h100_80gb": "H100-SXM"}
 PRECISIONS = {"amp_bf16": "amp_bf16", "bf16": "amp_bf16", "amp_fp8": "fp8"}
@@ -176,7 +177,7 @@ def _row(
         "gpu": gpu,
         "gpu_name_raw": r["gpu"],
         "num_gpus": n_gpus,
-        "num_nodes": max(1, n_gpus // 8),  # type: ignore[operator]
+        "num_nodes": get_gpu(gpu).servers_for(n_gpus),  # type: ignore[arg-type]
         "strategy": strategy,
         "tensor_parallel": 1,
         "pipeline_parallel": 1,

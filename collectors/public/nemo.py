@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from collectors.public._common import ImportResult, RowSink, is_missing, parse_int, parse_number, read_csv
+from perfmodel.catalog import get_gpu
 
 GPU_KEYS: dict[str, str | None] = {
     "DGX-H100": "H100-SXM",
@@ -161,7 +162,7 @@ def import_nvidia_nemo_megatron_bridge_perf_summary(path: str | Path) -> ImportR
             "gpu": gpu,
             "gpu_name_raw": r["system"],
             "num_gpus": n_gpus,
-            "num_nodes": n_gpus // 4 if gpu in ("GB200", "GB300") and n_gpus >= 4 else max(1, n_gpus // 8),
+            "num_nodes": get_gpu(gpu).servers_for(n_gpus),
             "strategy": "fsdp" if fsdp else "zero1",
             "tensor_parallel": tp,
             "pipeline_parallel": pp,
@@ -235,7 +236,7 @@ def import_nvidia_nemo_automodel_perf_summary(path: str | Path) -> ImportResult:
             "gpu": "H100-SXM",
             "gpu_name_raw": r["system"] or "DGX-H100",
             "num_gpus": n_gpus,
-            "num_nodes": max(1, n_gpus // 8),
+            "num_nodes": get_gpu("H100-SXM").servers_for(n_gpus),
             "strategy": "fsdp",
             "tensor_parallel": tp,
             "pipeline_parallel": pp,

@@ -30,6 +30,7 @@ from collectors.public._common import (
     parse_percent,
     read_csv,
 )
+from perfmodel.catalog import get_gpu
 
 GPU_KEYS: dict[str, str | None] = {
     "A100 80GB": "A100-80GB",
@@ -135,7 +136,7 @@ def import_torchtitan_benchmarks(path: str | Path) -> ImportResult:
             "gpu": gpu,
             "gpu_name_raw": r["gpu"],
             "num_gpus": n_gpus,
-            "num_nodes": max(1, n_gpus // 8),
+            "num_nodes": get_gpu(gpu).servers_for(n_gpus),
             "strategy": "fsdp",
             "tensor_parallel": tp,
             "pipeline_parallel": pp,
