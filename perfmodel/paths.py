@@ -1,0 +1,80 @@
+"""Where perfmodel's files live: one place, so every command means the same table and model
+wherever it is run from.
+
+Everything hangs off the project root: the checkout that holds this package (an editable
+install), else the current directory. Each location can be moved with an environment variable;
+they are read on every call (never at import), so tests and services can redirect them.
+
+    PERFMODEL_ROOT         project root (default: the checkout, else the current directory)
+    PERFMODEL_DATASETS     feature-table folder (default: <root>/datasets)
+    PERFMODEL_MODEL_DIR    the shipped model (default: <root>/models)
+    PERFMODEL_PUBLIC_DATA  third-party tables to import (default: <root>/../shared/data/public)
+    MLFLOW_TRACKING_URI    tracking server (default: sqlite:///<root>/mlflow.db)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def project_root() -> Path:
+    """The project root: $PERFMODEL_ROOT, the checkout this package lives in, or the cwd."""
+    env = _env_path("PERFMODEL_ROOT")
+    if env is not None:
+        return env
+    if (_PACKAGE_PARENT / "pyproject.toml").is_file() and (_PACKAGE_PARENT / "perfmodel").is_dir():
+        return _PACKAGE_PARENT
+    return Path.cwd()
+
+
+def datasets_dir() -> Path:
+    """Folder of the feature table, collector shards and normalised public tables."""
+    return _env_path("PERFMODEL_DATASETS") or project_root() / "datasets"
+
+
+def raw_dir() -> Path:
+    """Collector shards and host fingerprints (`perfmodel collect --out` default)."""
+    return datasets_dir() / "raw"
+
+
+def public_dir() -> Path:
+    """Normalised public tables (parquet, one per source file family)."""
+    return datasets_dir() / "public"
+
+
+def features_path() -> Path:
+    """The merged feature table `perfmodel dataset build` writes and `perfmodel train` reads."""
+    return datasets_dir() / "features.parquet"
+
+
+def peak_memory_path() -> Path:
+    """Published peak-memory measurements (`perfmodel memcheck`)."""
+    return public_dir() / "memory" / "peak_memory.parquet"
+
+
+def model_dir() -> Path:
+    """The shipped learned model `perfmodel predict` reads."""
+    return _env_path("PERFMODEL_MODEL_DIR") or project_root() / "models"
+
+
+def shared_public_data_dir() -> Path:
+    """Third-party CSV tables the importers read (never committed here)."""
+    return _env_path("PERFMODEL_PUBLIC_DATA") or project_root().parent / "shared" / "data" / "public"
+
+
+def tracking_uri() -> str:
+    """MLflow tracking URI: $MLFLOW_TRACKING_URI, else the embedded SQLite store in the root."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project_root() / 'mlflow.db'}"
+
+
+def artifacts_dir() -> Path:
+    """Artifact root of the embedded MLflow store."""
+    return project_root() / "mlartifacts"
