@@ -149,8 +149,8 @@ def predict(
     if not 0.5 <= confidence < 1.0:
         raise ConfigError(f"--confidence must be in [0.5, 1), got {confidence}")
     est = estimate(workload)
-    plan = plan_run(workload, est.params)
-    warnings: list[str] = list(plan.notes)
+    plan = plan_run(workload, est)
+    warnings: list[str] = [*plan.notes, *est.notes]
     learned = _load_learned(model_dir) if use_learned else None
     if learned is not None:
         corr = learned.correct([(workload, est)], confidence=confidence)[0]
@@ -199,8 +199,6 @@ def predict(
         if est.peak_source == "measured":
             datasheet = workload.gpu.peak_for(workload.training.compute_dtype)
             mfu = mfu.scaled(est.peak_tflops / datasheet)
-    if workload.model.arch == "gbm":
-        warnings.append("gradient-boosted trees train on the host CPU: the GPU choice does not change this estimate")
     return PredictedRun(
         throughput_tokens_per_s=tokens_rate,
         throughput_samples_per_s=samples_rate,

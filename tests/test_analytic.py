@@ -202,3 +202,34 @@ def test_unsupported_precision_is_a_clear_error():
 
     with pytest.raises(ConfigError, match="no fp8 support"):
         make(precision="fp8")  # A100 has no fp8 tensor cores
+
+
+def test_gbm_round_bound_is_one_pass_over_the_binned_matrix():
+    """Hand-worked: 100,000 rows x 20 features; a round reads one uint8 bin per cell and a float64
+    gradient + hessian per row: 100,000 x (20 + 16) = 3.6 MB, at 10 GB/s host bandwidth 0.36 ms.
+    The step is one round, whatever the number of rounds (they only set the step count)."""
+    from perfmodel.analytic.totals import plan_run
+
+    def gbm(rounds: int) -> Workload:
+        return Workload(
+            model=ModelSpec(name="lightgbm", family="lightgbm", arch="gbm"),
+            training=TrainingSpec(gbm_rows=100_000, gbm_features=20, gbm_rounds=rounds),
+            gpu=get_gpu("A100-80GB"),
+            parallel=ParallelSpec(),
+        )
+
+    est = estimate(gbm(300))
+    assert est.t_bound_s == pytest.approx(3.6e6 / 10e9)
+    assert estimate(gbm(12)).t_bound_s == est.t_bound_s
+    assert est.samples_per_step == 100_000 and est.tokens_per_step is None
+    assert plan_run(gbm(300), est).total_steps == 300
+    # resident: 2.0 MB bins + 1.6 MB gradients + 20 x 256 x 16 B x 32 leaves = 2.62 MB histograms
+    assert est.memory.activations_gb == pytest.approx((2.0e6 + 1.6e6 + 2_621_440) / 1e9)
+
+
+def test_ddp_keeps_two_25_mib_gradient_buckets():
+    """DDP's default bucket_cap_mb=25 (MiB), one bucket reducing while the next fills: 2 x 25 x 2^20
+    bytes = 52.4 MB more than the same job on one GPU."""
+    one = estimate_memory(make(precision="amp_bf16", seq_len=512, micro_batch_size=1))
+    eight = estimate_memory(make(precision="amp_bf16", seq_len=512, micro_batch_size=1, num_gpus=8, strategy="ddp"))
+    assert eight.temporary_gb - one.temporary_gb == pytest.approx(2 * 25 * 2**20 / 1e9)

@@ -28,8 +28,6 @@ class CommCost:
     pp_time_s: float
     cp_time_s: float
     """Overlaps the attention it feeds (ring attention); only the excess is exposed."""
-    dp_overlappable: bool
-    """Data-parallel traffic can overlap the backward pass (DDP buckets, ZeRO prefetch)."""
 
     @property
     def total_bytes(self) -> float:
@@ -52,7 +50,9 @@ def _domain_gpus(w: Workload) -> int:
 def _links_bytes_per_s(w: Workload) -> tuple[float, float]:
     """(intra-node fabric, network) bandwidth per GPU in bytes/s."""
     gpu = w.gpu
-    return (gpu.intra_node_bandwidth_gb_per_s or 16.0) * 1e9, (gpu.inter_node_bandwidth_gb_per_s or 12.5) * 1e9
+    intra = gpu.intra_node_bandwidth_gb_per_s or cv.FALLBACK_INTRA_NODE_GB_PER_S
+    inter = gpu.inter_node_bandwidth_gb_per_s or cv.FALLBACK_INTER_NODE_GB_PER_S
+    return intra * 1e9, inter * 1e9
 
 
 def _members_per_domain(w: Workload, group: int, stride: int) -> int:
@@ -97,7 +97,10 @@ def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
         gathers = [(p.total / par.model_split) * 2.0] * (2 * t.grad_accum_steps)
         dp_buffers = [*gathers, *[shard_params * grad_bytes] * t.grad_accum_steps]
     elif par.strategy in ("zero1", "zero2"):
-        dp_buffers = [shard_params * grad_bytes, shard_params * 2.0]  # reduce-scatter grads, all-gather weights
+        dp_buffers = [
+            shard_params * grad_bytes,
+            shard_params * 2.0,
+        ]  # reduce-scatter grads, all-gather weights
     else:  # ddp all-reduce = reduce-scatter + all-gather
         dp_buffers = [shard_params * grad_bytes] * 2
     dp_bytes = sum(dp_buffers) * _ring(group)
@@ -133,5 +136,4 @@ def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
         tp_time_s=tp_time,
         pp_time_s=pp_time,
         cp_time_s=cp_time,
-        dp_overlappable=True,
     )

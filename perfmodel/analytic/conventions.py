@@ -49,6 +49,8 @@ CHECKPOINT_BYTES_PER_LAYER_COEFF = 2
 LOGITS_BYTES_PER_ELEMENT = 8
 """fp32 logits and their gradient for the cross-entropy loss: 4 + 4 bytes per (token, vocab)."""
 
+# --- memory ---------------------------------------------------------------------------------
+
 FRAMEWORK_OVERHEAD_GB = 1.0
 """CUDA context, cuBLAS/cuDNN workspaces and allocator slack on a GPU, in GB (measured peaks
 from max_memory_reserved typically exceed the tensor total by 0.5-1.5 GB)."""
@@ -83,8 +85,78 @@ OPTIMIZER_STATES = {
 OPTIMIZER_STATE_BYTES = {"bf16": 2, "fp16": 2}
 """Bytes per optimizer-state element when not fp32 (pure half training keeps them in half)."""
 
-OVERLAP_FRACTION_OF_BACKWARD = 1.0
-"""Share of the last micro-batch's backward that data-parallel gradient communication can hide behind."""
+QUANT_SCALE_BITS_PER_PARAM = 0.127
+"""Block-wise quantization constants per 4/8-bit base weight, in bits: 0.127 bit/param with QLoRA's
+double quantization (Dettmers et al. 2023, "QLoRA", section 3: 32/64 + 8/(64*256))."""
+
+DDP_BUCKET_BYTES = 25 * 2**20
+"""DDP gradient bucket: `bucket_cap_mb=25` (torch.nn.parallel.DistributedDataParallel default), in
+bytes; two buckets are in flight (one reducing, one filling)."""
+
+DDP_BUCKETS_IN_FLIGHT = 2
+
+FSDP_GATHERED_LAYERS = 2
+"""Unsharded layers held at once under FSDP/ZeRO-3: the current layer and the prefetched next one
+(FSDP backward_prefetch=BACKWARD_PRE, `limit_all_gathers`; DeepSpeed stage3_prefetch_bucket)."""
+
+NON_TRANSFORMER_CHECKPOINT_DIVISOR = 3.0
+"""Activation memory of a CNN/MLP with activation checkpointing, as a divisor of the full kept
+set (checkpointing every ~sqrt(n) blocks keeps O(sqrt n) of n; ~1/3 for ResNet-50-sized nets,
+Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", table 1). An assumption."""
+
+FROZEN_NON_TRANSFORMER_ACTIVATION_DIVISOR = 10.0
+"""A fully frozen CNN/MLP runs forward under no_grad and keeps no graph: its working set is a
+few layers' outputs, taken as 1/10 of the kept set. An assumption."""
+
+# --- traffic -------------------------------------------------------------------------------
+
+CHECKPOINT_ACTIVATION_TRAFFIC_FACTOR = 1.5
+"""Activation HBM traffic with full recomputation relative to without: the recomputed forward
+writes the layer's activations again (read once in backward), the stored layer inputs add a
+little. An assumption (one extra write of the kept set, half of write+read)."""
+
+# --- communication -------------------------------------------------------------------------
+
+FALLBACK_INTRA_NODE_GB_PER_S = 16.0
+"""Per-GPU peer bandwidth when the catalog has none: PCIe 3.0 x16 (~16 GB/s one way)."""
+
+FALLBACK_INTER_NODE_GB_PER_S = 12.5
+"""Per-GPU network bandwidth when the catalog has none: 100 Gb/s Ethernet/InfiniBand EDR."""
+
+# --- run totals ----------------------------------------------------------------------------
+
+STORAGE_BANDWIDTH_GB_PER_S = 2.0
+"""Checkpoint write / model load bandwidth, GB/s: a local NVMe SSD sustains 2-7 GB/s sequential
+(PCIe 4 datacenter drives), a network filesystem less; 2 GB/s is the conservative end."""
+
+STARTUP_FIXED_S = 60.0
+"""Process start, imports, data loader and CUDA initialisation before the first step (s). An
+assumption; measured start-up terms per framework replace it where the project has them."""
+
+# --- gradient-boosted trees (LightGBM) -------------------------------------------------------
+
+GBM_HOST_BANDWIDTH_GB_PER_S = 10.0
+"""Effective host-memory bandwidth of one LightGBM process building histograms over its binned
+matrix (GB/s): a fraction of a server's ~20-40 GB/s single-socket STREAM bandwidth, since
+histogram construction gathers by row index. An assumption, corrected by the learned model on
+the collectors' LightGBM slices."""
+
+GBM_BYTES_PER_CELL = 1
+"""Binned feature matrix: one uint8 bin per (row, feature) with LightGBM's max_bin = 255
+(LightGBM docs, Parameters: max_bin default 255)."""
+
+GBM_GRADIENT_BYTES_PER_ROW = 16
+"""float64 gradient and hessian per row and boosting round (LightGBM's score_t/ double)."""
+
+GBM_HISTOGRAM_BINS = 256
+GBM_HISTOGRAM_BYTES_PER_BIN = 16
+"""Per-feature histogram: 256 bins x (sum gradient, sum hessian) as float64."""
+
+GBM_NUM_LEAVES = 32
+"""Histograms kept per leaf: LightGBM num_leaves default 31 (rounded to 32)."""
+
+GBM_HOST_OVERHEAD_GB = 0.2
+"""LightGBM process and Python interpreter resident memory besides the data (GB). An assumption."""
 
 
 def optimizer_state_bytes(precision: str) -> int:

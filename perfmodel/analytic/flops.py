@@ -41,20 +41,11 @@ def compute_step_flops(w: Workload, params: ParamCounts | None = None) -> StepFl
     p = params or count_params(w.model, w.training)
     t = w.training
     tokens = samples_per_step(w) * tokens_per_sample(w)
-    if w.model.arch == "gbm":
-        zero = 0.0
-        return StepFlops(
-            model_flops_per_token=zero,
-            hardware_flops_per_token=zero,
-            tokens_per_step=tokens,
-            model_flops_per_step=zero,
-            hardware_flops_per_step=zero,
-            hardware_flops_per_gpu=zero,
-            forward_share=1.0,
-        )
     if w.model.is_transformer:
         n = p.matmul_active
-        attn_fwd = (ATTENTION_FLOPS_COEFF / 3) * float(w.model.num_layers or 0) * w.model.attention_width * t.seq_len
+        attn_fwd = (
+            (ATTENTION_FLOPS_COEFF / 3) * float(w.model.num_layers or 0) * w.model.attention_width * t.seq_len
+        )
     else:
         n = float(w.model.forward_gflops_per_sample or 0.0) * 1e9 / PARAM_FLOPS_FORWARD
         attn_fwd = 0.0

@@ -51,8 +51,8 @@ def weight_bytes_per_param(w: Workload) -> float:
     """Bytes per frozen/base weight, honouring quantization."""
     bits = w.training.quantization_bits
     if bits:
-        # NF4/int8 storage plus block-wise scales (QLoRA double quantization: ~0.127 bit/param)
-        return bits / 8 + 0.127 / 8
+        # NF4/int8 storage plus block-wise quantization constants
+        return (bits + cv.QUANT_SCALE_BITS_PER_PARAM) / 8
     if w.training.lora_r or w.training.trainable_fraction == 0:
         # frozen base: stored in the compute dtype (PEFT/QLoRA load it in 16-bit)
         return 4.0 if w.training.compute_dtype in ("fp32", "tf32") else 2.0
@@ -65,25 +65,16 @@ def estimate_memory(w: Workload, params: ParamCounts | None = None) -> MemoryBre
     model_split = par.model_split
     div_w, div_g, div_o = _shard(par.strategy, par.shard_group)
     precision = t.precision
-    if w.model.arch == "gbm":
-        rows = float(t.gbm_rows or 0)
-        feats = float(t.gbm_features or 0)
-        # binned uint8 feature matrix + float64 gradients/hessians + histograms
-        host = rows * feats + rows * 16 + feats * 256 * 16 * 32
-        return MemoryBreakdown(
-            weights_gb=0.0,
-            gradients_gb=0.0,
-            optimizer_gb=0.0,
-            activations_gb=host / GB,
-            temporary_gb=0.0,
-            overhead_gb=0.2,
-        )
     frozen = p.total - p.trainable
     trainable = p.trainable
     if t.lora_r:
         frozen = p.total - p.lora
-    trainable_w_bytes = 4.0 if (t.lora_r or precision.startswith("amp")) else float(cv.WEIGHT_BYTES[precision])
-    weights = (frozen * weight_bytes_per_param(w) + trainable * (trainable_w_bytes + cv.MASTER_BYTES.get(precision, 0)))
+    trainable_w_bytes = (
+        4.0 if (t.lora_r or precision.startswith("amp")) else float(cv.WEIGHT_BYTES[precision])
+    )
+    weights = frozen * weight_bytes_per_param(w) + trainable * (
+        trainable_w_bytes + cv.MASTER_BYTES.get(precision, 0)
+    )
     weights /= model_split * div_w
     grad_bytes = 4.0 if t.lora_r else float(cv.GRAD_BYTES[precision])
     gradients = trainable * grad_bytes / (model_split * div_g)
@@ -119,9 +110,9 @@ def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
         per_sample = float(m.activation_mb_per_sample or 0.0) * 1e6 * act_scale
         kept = per_sample * b
         if t.activation_checkpointing:
-            kept /= 3.0
+            kept /= cv.NON_TRANSFORMER_CHECKPOINT_DIVISOR
         if fully_frozen:
-            kept /= 10.0
+            kept /= cv.FROZEN_NON_TRANSFORMER_ACTIVATION_DIVISOR
         return kept, 0.0
     s, d = float(t.seq_len), float(m.hidden_size or 0)
     layers_per_gpu = float(m.num_layers or 0) / par.pipeline_parallel
@@ -131,7 +122,9 @@ def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
         kept = per_layer  # no graph is kept: one layer's working set
     elif t.activation_checkpointing:
         # layer inputs are sharded over tensor-parallel ranks too (sequence parallelism)
-        kept = cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu / split + per_layer
+        kept = (
+            cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu / split + per_layer
+        )
     else:
         kept = per_layer * layers_per_gpu
     # 1F1B pipeline: the first stage holds up to `pp` micro-batches in flight
@@ -141,7 +134,7 @@ def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
         temporary += s * b * float(m.vocab_size) * cv.LOGITS_BYTES_PER_ELEMENT / split
     if par.strategy in ("fsdp", "zero3") and par.shard_group > 1 and m.num_layers:
         layer_params = p.blocks / float(m.num_layers) / par.tensor_parallel
-        temporary += 2 * layer_params * 2.0  # current + prefetched layer, gathered in 16-bit
+        temporary += cv.FSDP_GATHERED_LAYERS * layer_params * 2.0  # gathered in 16-bit
     elif par.shard_group > 1:
-        temporary += 2 * 25e6 * 4  # DDP gradient buckets (25 MB default, double-buffered)
+        temporary += cv.DDP_BUCKETS_IN_FLIGHT * cv.DDP_BUCKET_BYTES
     return kept, temporary

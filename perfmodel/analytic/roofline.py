@@ -7,15 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfmodel.analytic.comm import CommCost, estimate_comm
-from perfmodel.analytic.flops import StepFlops, compute_step_flops
+from perfmodel.analytic.flops import StepFlops, compute_step_flops, samples_per_step, tokens_per_sample
 from perfmodel.analytic.memory import MemoryBreakdown, estimate_memory
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.analytic.traffic import bytes_per_step_per_gpu
 from perfmodel.workload import Workload
-
-GBM_HOST_BANDWIDTH_GB_PER_S = 10.0
-"""Effective host-memory bandwidth of one LightGBM process scanning its binned matrix (GB/s).
-Gradient-boosted trees train on the CPU whatever accelerator is present."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +40,18 @@ class AnalyticEstimate:
     """The roofline lower bound on one optimizer step (s)."""
     bottleneck: str
     """'compute', 'memory' or 'communication': the largest term of the bound."""
+    samples_per_step: float
+    """Samples one optimizer step processes over all GPUs (rows per round for boosted trees)."""
+    tokens_per_step: float | None
+    """Tokens per optimizer step over all GPUs; None where tokens do not apply."""
+    fixed_steps: int | None = None
+    """Steps the workload itself fixes (boosting rounds); None: steps follow from the data."""
+    step_unit: str = "step"
+    """What one step is, for display: 'step' or 'boosting round'."""
+    shape: str = ""
+    """One line describing what one step processes (for display)."""
+    notes: tuple[str, ...] = ()
+    """Caveats of the cost model for this workload, shown as warnings."""
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -61,24 +69,31 @@ def compute_ceiling(w: Workload) -> tuple[float, str]:
 
 
 def memory_ceiling(w: Workload) -> float:
-    if w.model.arch == "gbm":
-        return GBM_HOST_BANDWIDTH_GB_PER_S
     return float(w.gpu.measured.get("hbm_copy_gb_per_s") or w.gpu.hbm_bandwidth_gb_per_s or 1.0)
 
 
-def estimate(w: Workload) -> AnalyticEstimate:
-    """Run the analytic model on a workload."""
+def batch_shape(w: Workload) -> str:
+    """One line describing a step: sequence, micro-batch, accumulation, recomputation."""
+    t = w.training
+    shape = f"micro-batch {t.micro_batch_size}"
+    if w.model.is_transformer:
+        shape = f"seq {t.seq_len}, " + shape
+    if t.grad_accum_steps > 1:
+        shape += f", grad-accum {t.grad_accum_steps}"
+    if t.activation_checkpointing:
+        shape += ", activation checkpointing"
+    return shape
+
+
+def estimate_neural(w: Workload) -> AnalyticEstimate:
+    """The roofline bound of one optimizer step of a neural network (transformer, CNN, MLP)."""
     params = count_params(w.model, w.training)
     flops = compute_step_flops(w, params)
     traffic = bytes_per_step_per_gpu(w, params)
     comm = estimate_comm(w, params)
     memory = estimate_memory(w, params)
-    if w.model.arch == "gbm":
-        peak, source = 0.0, "datasheet"
-        t_compute = 0.0
-    else:
-        peak, source = compute_ceiling(w)
-        t_compute = flops.hardware_flops_per_gpu / (peak * 1e12)
+    peak, source = compute_ceiling(w)
+    t_compute = flops.hardware_flops_per_gpu / (peak * 1e12)
     bw = memory_ceiling(w)
     t_memory = traffic / (bw * 1e9)
     pp = w.parallel.pipeline_parallel
@@ -110,4 +125,7 @@ def estimate(w: Workload) -> AnalyticEstimate:
         pipeline_bubble=bubble,
         t_bound_s=max(t_bound, 1e-9),
         bottleneck=bottleneck,
+        samples_per_step=samples_per_step(w),
+        tokens_per_step=samples_per_step(w) * tokens_per_sample(w) if w.model.is_transformer else None,
+        shape=batch_shape(w),
     )

@@ -5,16 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perfmodel.analytic.flops import samples_per_step, tokens_per_sample
-from perfmodel.analytic.params import ParamCounts
+from perfmodel.analytic.conventions import STARTUP_FIXED_S, STORAGE_BANDWIDTH_GB_PER_S
+from perfmodel.analytic.roofline import AnalyticEstimate
 from perfmodel.errors import ConfigError
 from perfmodel.workload import Workload
-
-STORAGE_BANDWIDTH_GB_PER_S = 2.0
-"""Checkpoint write / model load bandwidth (local NVMe or a fast network filesystem), GB/s."""
-
-STARTUP_FIXED_S = 60.0
-"""Process start, imports, data loader and CUDA initialisation (s)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,14 +26,16 @@ class RunPlan:
     notes: tuple[str, ...]
 
 
-def plan_run(w: Workload, params: ParamCounts) -> RunPlan:
+def plan_run(w: Workload, est: AnalyticEstimate) -> RunPlan:
+    """Steps from the amount of data (or the workload's own fixed step count), checkpoints and
+    start-up, from the workload and its analytic estimate."""
     t = w.training
+    params = est.params
     notes: list[str] = []
-    sps = samples_per_step(w)
-    tps = sps * tokens_per_sample(w) if w.model.is_transformer else None
-    if w.model.arch == "gbm":
-        steps = int(t.gbm_rounds or 0)  # one step = one boosting round over every training row
-        sps = float(t.gbm_rows or 0)
+    sps = est.samples_per_step
+    tps = est.tokens_per_step
+    if est.fixed_steps is not None:
+        steps = est.fixed_steps
     elif t.steps is not None:
         steps = int(t.steps)
     elif t.tokens is not None and tps:
@@ -54,7 +50,7 @@ def plan_run(w: Workload, params: ParamCounts) -> RunPlan:
         raise ConfigError("training.tokens (or training.samples, or training.steps) is required")
     state_bytes = params.total * 2 + params.trainable * 12  # 16-bit weights + fp32 master and Adam moments
     checkpoint_once = state_bytes / (STORAGE_BANDWIDTH_GB_PER_S * 1e9)
-    num_checkpoints = max(1, int(math.ceil(t.epochs))) if t.epochs and w.model.arch != "gbm" else 1
+    num_checkpoints = max(1, int(math.ceil(t.epochs))) if t.epochs and est.fixed_steps is None else 1
     startup = STARTUP_FIXED_S + params.total * 2 / (STORAGE_BANDWIDTH_GB_PER_S * 1e9)
     return RunPlan(
         total_steps=steps,

@@ -17,12 +17,6 @@ def bytes_per_step_per_gpu(w: Workload, params: ParamCounts | None = None) -> fl
     """
     p = params or count_params(w.model, w.training)
     t, par = w.training, w.parallel
-    if w.model.arch == "gbm":
-        rows = float(t.gbm_rows or 0)
-        feats = float(t.gbm_features or 0)
-        rounds = float(t.gbm_rounds or 0)
-        # each round scans the binned matrix (1 byte per cell) and the gradient/hessian pairs
-        return rounds * rows * (feats + 16)
     split = par.model_split
     passes = 2 + (1 if t.activation_checkpointing else 0)
     if t.trainable_fraction == 0 and not t.lora_r:
@@ -31,11 +25,18 @@ def bytes_per_step_per_gpu(w: Workload, params: ParamCounts | None = None) -> fl
     b = float(t.micro_batch_size)
     act_scale = cv.ACTIVATION_BYTES[t.precision] / 2.0
     if w.model.is_transformer:
-        per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * float(t.seq_len) * b * float(w.model.hidden_size or 0)
-        acts = per_layer * act_scale * float(w.model.num_layers or 0) / (par.activation_split * par.pipeline_parallel)
+        per_layer = (
+            cv.ACTIVATION_BYTES_PER_LAYER_COEFF * float(t.seq_len) * b * float(w.model.hidden_size or 0)
+        )
+        acts = (
+            per_layer
+            * act_scale
+            * float(w.model.num_layers or 0)
+            / (par.activation_split * par.pipeline_parallel)
+        )
     else:
         acts = float(w.model.activation_mb_per_sample or 0.0) * 1e6 * b * act_scale
-    act_traffic = 2 * acts * (1.5 if t.activation_checkpointing else 1.0)
+    act_traffic = 2 * acts * (cv.CHECKPOINT_ACTIVATION_TRAFFIC_FACTOR if t.activation_checkpointing else 1.0)
     micro = (weight_traffic + act_traffic) * t.grad_accum_steps
     states = cv.OPTIMIZER_STATES.get(t.optimizer, 2)
     per_trainable = 4 + float(cv.GRAD_BYTES[t.precision]) + states * cv.optimizer_state_bytes(t.precision)

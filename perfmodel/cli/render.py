@@ -66,22 +66,11 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
             if par.context_parallel > 1:
                 parallel += f" cp={par.context_parallel}"
     table.add_row("Hardware", f"{parallel}; precision {t.precision}")
-    if w.model.arch == "gbm":
-        table.add_row("Workload", f"{t.gbm_rows:,} rows x {t.gbm_features} features x {t.gbm_rounds} rounds")
-    else:
-        shape = f"micro-batch {t.micro_batch_size}"
-        if w.model.is_transformer:
-            shape = f"seq {t.seq_len}, " + shape
-        if t.grad_accum_steps > 1:
-            shape += f", grad-accum {t.grad_accum_steps}"
-        if t.activation_checkpointing:
-            shape += ", activation checkpointing"
-        table.add_row("Batch", shape)
+    table.add_row("Batch", a.shape)
     if pred.throughput_tokens_per_s:
         table.add_row("Throughput", fmt_interval(pred.throughput_tokens_per_s, lambda v: f"{v:,.0f}", "tokens/s"))
     table.add_row("", fmt_interval(pred.throughput_samples_per_s, lambda v: f"{v:,.3g}", "samples/s"))
-    label = "Round time" if w.model.arch == "gbm" else "Step time"
-    table.add_row(label, fmt_interval(pred.step_time_s, fmt_duration))
+    table.add_row(f"{a.step_unit.capitalize()} time", fmt_interval(pred.step_time_s, fmt_duration))
     table.add_row("Steps", f"{pred.total_steps:,}")
     table.add_row("Total time", fmt_interval(pred.total_time_s, fmt_duration))
     table.add_row("GPU-hours", fmt_interval(pred.gpu_hours, lambda v: f"{v:,.3g}"))
