@@ -3,7 +3,8 @@
 Torch-free, so profiles can be built and inspected (and OOM predicted) without loading torch.
 `row_id` is a hash of (hardware_id, every field but repeat_index, repeat_index): the same
 configuration measured again on the same hardware gets the same id, which is how a re-run knows
-what it has already measured.
+what it has already measured; `make_run_group` (the repeat-0 row_id) is what noise repeats of
+one configuration share.
 """
 
 from __future__ import annotations
@@ -103,9 +104,13 @@ class SliceConfig:
         if self.kind not in KINDS:
             raise ValueError(f"SliceConfig.kind must be one of {KINDS}; got {self.kind!r}")
         if self.precision not in SLICE_PRECISIONS:
-            raise ValueError(f"SliceConfig.precision must be one of {SLICE_PRECISIONS}; got {self.precision!r}")
+            raise ValueError(
+                f"SliceConfig.precision must be one of {SLICE_PRECISIONS}; got {self.precision!r}"
+            )
         if self.optimizer not in SLICE_OPTIMIZERS:
-            raise ValueError(f"SliceConfig.optimizer must be one of {SLICE_OPTIMIZERS}; got {self.optimizer!r}")
+            raise ValueError(
+                f"SliceConfig.optimizer must be one of {SLICE_OPTIMIZERS}; got {self.optimizer!r}"
+            )
         if self.measured_steps < 10:
             raise ValueError(f"SliceConfig.measured_steps must be >= 10; got {self.measured_steps}")
         if self.warmup_steps < 1:
@@ -169,11 +174,22 @@ def make_row_id(hardware_id: str, config: SliceConfig, device_kind: str = "cpu")
     always run on the CPU."""
     device_kind = "cpu" if config.kind == "lightgbm" else device_kind
     payload = json.dumps(
-        {"hardware_id": hardware_id, "device": device_kind, "config": config.key(), "repeat_index": config.repeat_index},
+        {
+            "hardware_id": hardware_id,
+            "device": device_kind,
+            "config": config.key(),
+            "repeat_index": config.repeat_index,
+        },
         sort_keys=True,
         default=list,
     )
     return "own-" + hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def make_run_group(hardware_id: str, config: SliceConfig, device_kind: str = "cpu") -> str:
+    """The feature table's run_group of a measurement: the row_id of the configuration's first
+    measurement (repeat_index 0), so noise repeats of one configuration on one host share it."""
+    return make_row_id(hardware_id, dataclasses.replace(config, repeat_index=0), device_kind)
 
 
 def row_fields(config: SliceConfig) -> dict[str, Any]:
@@ -182,6 +198,8 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
     adds the measurement; collectors.plan predicts from the same fields."""
     is_gbm = config.kind == "lightgbm"
     tf = config.is_transformer
+    # bert slices have a learned position table of max(seq_len, 512) rows (transformer_params)
+    positions = 0 if config.kind == "llama" else max(config.seq_len or 0, 512)
     return {
         "model_name": config.model_name,
         "model_family": config.family,
@@ -193,6 +211,8 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
         "ffn_hidden_size": config.ffn_hidden_size if tf else None,
         "vocab_size": config.vocab_size if tf else None,
         "gated_mlp": (config.kind == "llama") if tf else None,
+        "tied_embeddings": False if tf else None,  # untied LM head (llama), no LM head (bert)
+        "learned_pos_embeddings": positions if tf else None,
         "num_experts": 1 if tf else None,
         "experts_per_token": 1 if tf else None,
         "gbm_rows": config.micro_batch_size if is_gbm else None,
@@ -206,7 +226,11 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
         "optimizer": None if is_gbm else config.optimizer,
         "activation_checkpointing": None if is_gbm else config.activation_checkpointing,
         "lora_r": config.lora_r,
+        "lora_target_modules": 2 if config.lora_r else None,  # q and v (lora_params)
         "quantization_bits": None,
+        "fused_cross_entropy": None if is_gbm else False,
+        "attention_kernel": "sdpa" if tf else None,  # F.scaled_dot_product_attention (collectors.models)
+        "torch_compile": None if is_gbm else False,
         "trainable_fraction": None if (is_gbm or config.lora_r) else 1.0,
         "includes_optimizer_step": None if is_gbm else True,
         "num_gpus": 1,
@@ -215,6 +239,7 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
         "tensor_parallel": 1,
         "pipeline_parallel": 1,
         "context_parallel": 1,
+        "cpu_offload": None if is_gbm else False,
         "framework": "lightgbm" if is_gbm else "torch-eager",
     }
 
@@ -258,36 +283,15 @@ def lora_params(config: SliceConfig) -> int:
 
 def analytic_memory(config: SliceConfig) -> MemoryBreakdown:
     """perfmodel's analytic memory model (perfmodel.analytic.memory) applied to a transformer
-    slice, on a single accelerator with no framework-specific buffers."""
+    slice (its row_fields, read by perfmodel.codec), on a single accelerator with no
+    framework-specific buffers."""
     from perfmodel.analytic.memory import estimate_memory
-    from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, Workload
+    from perfmodel.codec import workload_from_row
+    from perfmodel.workload import GPUSpec
 
-    llama = config.kind == "llama"
-    model = ModelSpec(
-        name=f"slice-{config.kind}",
-        family=config.kind,
-        arch="decoder" if llama else "encoder",
-        hidden_size=config.hidden_size,
-        num_layers=config.num_layers,
-        num_heads=config.num_heads,
-        num_kv_heads=config.num_kv_heads,
-        ffn_hidden_size=config.ffn_hidden_size,
-        vocab_size=config.vocab_size,
-        gated_mlp=llama,
-        learned_pos_embeddings=0 if llama else max(config.seq_len or 0, 512),
-    )
-    training = TrainingSpec(
-        seq_len=config.seq_len or 1,
-        micro_batch_size=config.micro_batch_size,
-        precision=config.precision,
-        optimizer=config.optimizer,
-        activation_checkpointing=config.activation_checkpointing,
-        lora_r=config.lora_r,
-        steps=1,
-    )
     # Only the vendor matters to the memory model; the peaks just let every precision validate.
     device = GPUSpec(name="device", peak_tflops=dict.fromkeys(("fp32", "tf32", "bf16", "fp16", "fp8"), 1.0))
-    return estimate_memory(Workload(model=model, training=training, gpu=device, parallel=ParallelSpec()))
+    return estimate_memory(workload_from_row({**row_fields(config), "gpu": device.name}, gpu=device))
 
 
 def estimate_static_memory_gb(config: SliceConfig) -> float:

@@ -1,6 +1,9 @@
 """Build the feature table: own collector shards + normalised public rows, one parquet, one hash.
 
-    build_features(raw_dir, public_dir, out) -> BuildResult
+    build_features(raw_dir=None, public_dir=None, out=None) -> BuildResult
+
+Defaults are `perfmodel.paths` (raw_dir(), public_dir(), features_path()), so `perfmodel dataset
+build` run from any folder writes the table `perfmodel train` reads.
 
 1. Read training shards from `raw_dir` (datasets/raw/*.parquet). Micro-benchmark shards
    (name starting with "microbench") and shards that do not fit the training schema are skipped
@@ -12,9 +15,12 @@
    states its own width keeps it; catalog values fill only the columns it leaves empty, and only
    when its stated hidden_size agrees with the catalog's (a different width means a different
    model, e.g. NeuSight's GPT-3 XL). num_layers may differ (proxy models with fewer layers).
-5. Drop rows that still cannot be costed: transformers without hidden_size / num_layers /
-   num_heads, CNN / MLP rows without forward FLOPs or parameter count (counted by reason).
-6. Conform to perfmodel.schema, sort by row_id, write parquet (zstd) and the content hash: sha256
+5. Drop rows that still cannot be costed: rows without a dimension of
+   perfmodel.codec.REQUIRED_BY_ARCH (transformers without hidden_size / num_layers / num_heads /
+   seq_len, CNN / MLP rows without forward FLOPs or parameter count), counted by reason.
+6. Fill run_group (default: the row_id) and sample_weight (1/k for the k rows of a run_group) where
+   the source left them empty (perfmodel.schema.fill_run_defaults).
+7. Conform to perfmodel.schema, sort by row_id, write parquet (zstd) and the content hash: sha256
    over the schema version, the column names and every row's canonical JSON, in row_id order,
    written to <out stem>.sha256 (e.g. datasets/features.sha256). The hash does not depend on
    parquet/pyarrow versions or on the order rows were read in.
@@ -30,20 +36,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel.codec import REQUIRED_BY_ARCH, is_missing
 from perfmodel.errors import DataError
 from perfmodel.schema import COLUMN_NAMES, COLUMNS, SCHEMA_VERSION
 
 MAMF_FILE = "mamf_matmul.parquet"
 MICROBENCH_PREFIX = "microbench"
-TRANSFORMER_ARCHS = ("decoder", "encoder", "encoder-decoder")
 DIM_COLUMNS = (
     "hidden_size",
     "num_layers",
     "num_heads",
     "num_kv_heads",
+    "head_dim",
     "ffn_hidden_size",
     "vocab_size",
     "gated_mlp",
+    "tied_embeddings",
+    "learned_pos_embeddings",
     "num_experts",
     "experts_per_token",
     "forward_gflops_per_sample",
@@ -67,13 +76,18 @@ class BuildResult:
 
 
 def build_features(
-    raw_dir: str | Path = "datasets/raw",
-    public_dir: str | Path = "datasets/public",
-    out: str | Path = "datasets/features.parquet",
+    raw_dir: str | Path | None = None,
+    public_dir: str | Path | None = None,
+    out: str | Path | None = None,
 ) -> BuildResult:
     import pandas as pd
 
-    from perfmodel.schema import conform
+    from perfmodel import paths
+    from perfmodel.schema import conform, fill_run_defaults
+
+    raw_dir = raw_dir or paths.raw_dir()
+    public_dir = public_dir or paths.public_dir()
+    out = out or paths.features_path()
 
     skipped_shards: dict[str, str] = {}
     frames = []
@@ -103,7 +117,7 @@ def build_features(
     table, filled = _fill_from_catalog(table)
     table, reasons = _drop_uncostable(table)
     dropped.update(reasons)
-    table = conform(table).sort_values("row_id", kind="stable").reset_index(drop=True)
+    table = conform(fill_run_defaults(table)).sort_values("row_id", kind="stable").reset_index(drop=True)
     out_path = Path(out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + ".tmp")
@@ -185,14 +199,14 @@ def _fill_from_catalog(table: Any) -> tuple[Any, int]:
             continue
         width = table.at[idx, "hidden_size"]
         if (
-            not _missing(width)
+            not is_missing(width)
             and dims.get("hidden_size") is not None
             and int(width) != int(dims["hidden_size"])
         ):
             continue
         touched = False
         for col, value in dims.items():
-            if value is not None and _missing(table.at[idx, col]):
+            if value is not None and is_missing(table.at[idx, col]):
                 table.at[idx, col] = value
                 touched = True
         changed += touched
@@ -208,22 +222,16 @@ def _drop_uncostable(table: Any) -> tuple[Any, Counter[str]]:
     reasons: Counter[str] = Counter()
     keep = []
     for _, row in table.iterrows():
-        arch = row["arch"]
-        if arch in TRANSFORMER_ARCHS:
-            ok = not any(_missing(row[c]) for c in ("hidden_size", "num_layers", "num_heads"))
-            reason = f"transformer without dims: {row['model_name']}"
-        elif arch in ("cnn", "mlp"):
-            ok = not (_missing(row["forward_gflops_per_sample"]) or _missing(row["params_total"]))
-            reason = f"{arch} without forward FLOPs / params: {row['model_name']}"
-        else:
-            ok, reason = True, ""
-        keep.append(ok)
-        if not ok:
-            reasons[reason] += 1
+        arch = str(row["arch"])
+        missing = [c for c in REQUIRED_BY_ARCH.get(arch, ()) if is_missing(row[c])]
+        keep.append(not missing)
+        if missing:
+            reasons[f"{arch} row without {', '.join(missing)}: {row['model_name']}"] += 1
     return table[keep].reset_index(drop=True), reasons
 
 
-def _missing(value: Any) -> bool:
+def _null(value: Any) -> bool:
+    """None, NaN or pandas NA (an empty string is a value here: the hash tells them apart)."""
     if value is None:
         return True
     try:
@@ -236,7 +244,7 @@ def _missing(value: Any) -> bool:
 
 def _canonical(value: Any) -> Any:
     """JSON-stable form of one cell."""
-    if _missing(value):
+    if _null(value):
         return None
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()

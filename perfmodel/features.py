@@ -1,18 +1,19 @@
-"""The bridge between the feature table and the models: a table row becomes a `Workload`, and a
-workload plus its analytic estimate becomes the learned model's feature vector. Training and
-prediction both go through `feature_frame`, so they can never disagree on a feature.
+"""The bridge between the feature table and the models: a table row becomes a `Workload`
+(`perfmodel.codec.workload_from_row`, re-exported here), and a workload plus its analytic
+estimate becomes the learned model's feature vector. Training and prediction both go through
+`feature_frame`, so they can never disagree on a feature.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate
-from perfmodel.catalog import get_gpu, get_measured_host
-from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.workload import ModelSpec, ParallelSpec, TrainingSpec, Workload
+from perfmodel.codec import is_missing, workload_from_row
+from perfmodel.errors import PerfModelError
+from perfmodel.workload import ARCHS, FRAMEWORKS, OPTIMIZERS, PRECISIONS, STRATEGIES, TrainingSpec, Workload
 
 NUMERIC_FEATURES: tuple[str, ...] = (
     "log_params_total",
@@ -54,98 +55,23 @@ NUMERIC_FEATURES: tuple[str, ...] = (
 )
 """Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
 
-CATEGORICAL_FEATURES: tuple[str, ...] = ("arch", "compute_dtype", "precision", "strategy", "framework", "vendor", "optimizer")
+CATEGORICAL_FEATURES: tuple[str, ...] = (
+    "arch",
+    "compute_dtype",
+    "precision",
+    "strategy",
+    "framework",
+    "vendor",
+    "optimizer",
+)
 """Categorical features (LightGBM native categories)."""
 
 FEATURE_NAMES: tuple[str, ...] = NUMERIC_FEATURES + CATEGORICAL_FEATURES
 
-FRAMEWORK_FAMILIES = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm")
 
-
-def _get(row: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    value = row.get(key, default)
-    if value is None:
-        return default
-    try:
-        if isinstance(value, float) and math.isnan(value):
-            return default
-    except TypeError:
-        pass
-    if str(value) in ("<NA>", "nan", "NaN"):
-        return default
-    return value
-
-
-def _int(row: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
-    value = _get(row, key)
-    return default if value is None else int(value)
-
-
-def workload_from_row(row: Mapping[str, Any]) -> Workload:
-    """Rebuild the Workload a feature-table row measured. Raises PerfModelError if the row
-    cannot describe a workload (missing dims, unknown GPU)."""
-    arch = str(_get(row, "arch", "decoder"))
-    model = ModelSpec(
-        name=str(_get(row, "model_name", "row")),
-        family=str(_get(row, "model_family", "custom")),
-        arch=arch,
-        hidden_size=_int(row, "hidden_size"),
-        num_layers=_int(row, "num_layers"),
-        num_heads=_int(row, "num_heads"),
-        num_kv_heads=_int(row, "num_kv_heads"),
-        ffn_hidden_size=_int(row, "ffn_hidden_size"),
-        vocab_size=_int(row, "vocab_size"),
-        gated_mlp=bool(_get(row, "gated_mlp", False)),
-        num_experts=_int(row, "num_experts", 1) or 1,
-        experts_per_token=_int(row, "experts_per_token", 1) or 1,
-        params_total=_int(row, "params_total"),
-        forward_gflops_per_sample=_get(row, "forward_gflops_per_sample"),
-        activation_mb_per_sample=_get(row, "activation_mb_per_sample"),
-    )
-    optimizer = str(_get(row, "optimizer", "adamw"))
-    training = TrainingSpec(
-        seq_len=_int(row, "seq_len", 1) or 1,
-        micro_batch_size=_int(row, "micro_batch_size", 1) or 1,
-        grad_accum_steps=_int(row, "grad_accum_steps", 1) or 1,
-        precision=str(_get(row, "precision", "fp32")),
-        optimizer=optimizer,
-        activation_checkpointing=bool(_get(row, "activation_checkpointing", False)),
-        lora_r=_int(row, "lora_r"),
-        quantization_bits=_int(row, "quantization_bits"),
-        trainable_fraction=_get(row, "trainable_fraction"),
-        steps=1,
-        gbm_rows=_int(row, "gbm_rows"),
-        gbm_features=_int(row, "gbm_features"),
-        gbm_rounds=_int(row, "gbm_rounds"),
-    )
-    num_gpus = _int(row, "num_gpus", 1) or 1
-    tp = _int(row, "tensor_parallel", 1) or 1
-    pp = _int(row, "pipeline_parallel", 1) or 1
-    cp = _int(row, "context_parallel", 1) or 1
-    parallel = ParallelSpec(
-        num_gpus=num_gpus,
-        num_nodes=_int(row, "num_nodes", 1) or 1,
-        strategy=str(_get(row, "strategy", "ddp")),
-        tensor_parallel=tp,
-        pipeline_parallel=pp,
-        context_parallel=cp,
-    )
-    gpu_name = str(_get(row, "gpu", "cpu"))
-    host = _get(row, "hardware_id")
-    if gpu_name == "cpu" and host and str(_get(row, "source_kind", "")) == "own":
-        gpu = get_measured_host(str(host))  # the CPU that measured the row, with its ceilings
-    else:
-        gpu = get_gpu(gpu_name)
-    return Workload(
-        model=model,
-        training=training,
-        gpu=gpu,
-        parallel=parallel,
-        framework=str(_get(row, "framework", "hf-eager")),
-    )
-
-
-def feature_vector(w: Workload, est: AnalyticEstimate, *, includes_optimizer_step: bool = True) -> dict[str, Any]:
+def feature_vector(
+    w: Workload, est: AnalyticEstimate, *, includes_optimizer_step: bool = True
+) -> dict[str, Any]:
     """The learned model's inputs for one workload."""
     m, t, par, g = w.model, w.training, w.parallel, w.gpu
     p = est.params
@@ -194,7 +120,7 @@ def feature_vector(w: Workload, est: AnalyticEstimate, *, includes_optimizer_ste
         "compute_dtype": t.compute_dtype,
         "precision": t.precision,
         "strategy": par.strategy,
-        "framework": w.framework if w.framework in FRAMEWORK_FAMILIES else "other",
+        "framework": w.framework if w.framework in FRAMEWORKS else "other",
         "vendor": g.vendor,
         "optimizer": t.optimizer,
     }
@@ -210,14 +136,16 @@ def feature_frame(items: Iterable[tuple[Workload, AnalyticEstimate, bool]]) -> A
 
 
 CATEGORY_LEVELS: dict[str, tuple[str, ...]] = {
-    "arch": ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other"),
-    "compute_dtype": ("fp32", "tf32", "bf16", "fp16", "fp8"),
-    "precision": ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8"),
-    "strategy": ("ddp", "fsdp", "zero1", "zero2", "zero3"),
-    "framework": (*FRAMEWORK_FAMILIES, "other"),
-    "vendor": ("nvidia", "amd", "intel", "cpu"),
-    "optimizer": ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none"),
+    "arch": ARCHS,
+    "compute_dtype": tuple(dict.fromkeys(TrainingSpec(precision=p).compute_dtype for p in PRECISIONS)),
+    "precision": PRECISIONS,
+    "strategy": STRATEGIES,
+    "framework": (*FRAMEWORKS, "other"),
+    "vendor": ("nvidia", "amd", "intel", "cpu"),  # GPUSpec.vendor
+    "optimizer": OPTIMIZERS,
 }
+"""Levels of each categorical feature, in the order the shipped model's category codes use
+(perfmodel.workload's constants; a new level appends, never reorders)."""
 
 
 def categorize(frame: Any) -> Any:
@@ -232,7 +160,9 @@ def rows_to_training_data(table: Any) -> tuple[Any, Any, Any, dict[str, int]]:
     """From the feature table to (X, y, kept_table, skipped_reasons).
 
     y = log(measured step time / analytic bound). Only rows with status 'ok' and a positive
-    step time are used; rows that cannot be turned into a workload are skipped and counted.
+    step time are used; rows that cannot be turned into a workload (a dimension the cost model
+    needs is empty, a value out of range, an unknown accelerator) are skipped and counted by
+    reason, e.g. "DataError: a decoder row needs 'seq_len' and it is empty".
     """
     import numpy as np
     import pandas as pd
@@ -245,19 +175,19 @@ def rows_to_training_data(table: Any) -> tuple[Any, Any, Any, dict[str, int]]:
         if str(row.get("status")) != "ok":
             skipped["status not ok"] = skipped.get("status not ok", 0) + 1
             continue
-        step = _get(row, "step_time_s")
-        if step is None or float(step) <= 0:
+        step = row.get("step_time_s")
+        if is_missing(step) or float(step) <= 0:
             skipped["no step time"] = skipped.get("no step time", 0) + 1
             continue
         try:
             w = workload_from_row(row)
             est = estimate(w)
-        except (PerfModelError, ConfigError, ZeroDivisionError, ValueError) as exc:
+        except (PerfModelError, ZeroDivisionError, ValueError) as exc:
             reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
-        opt = _get(row, "includes_optimizer_step", True)
-        items.append((w, est, bool(opt)))
+        opt = row.get("includes_optimizer_step")
+        items.append((w, est, True if is_missing(opt) else bool(opt)))
         targets.append(math.log(float(step) / est.t_bound_s))
         keep.append(idx)
     X = feature_frame(items) if items else pd.DataFrame(columns=list(FEATURE_NAMES))

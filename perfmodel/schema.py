@@ -3,6 +3,7 @@
 Collectors write rows with these columns, public importers normalise third-party tables into
 them, training reads them, tests check against them. A row is one measured configuration: the
 workload it ran (model, training, hardware, parallelism), what was measured, and its provenance.
+`perfmodel.codec` maps the workload columns to and from a `Workload` (the only place it is done).
 
 Derived analytic features (FLOPs, roofline bound, memory estimate) are *not* stored: they are
 recomputed from these columns by `perfmodel.features`, so a fix to the cost model never
@@ -14,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""Bumped when a column is added, removed or changes meaning (2: the workload fields head_dim,
+tied_embeddings, learned_pos_embeddings, fused_cross_entropy, attention_kernel, torch_compile,
+lora_target_modules, cpu_offload; run_group and sample_weight; source_kind 'probe' and 'user')."""
+
+SOURCE_KINDS = ("own", "public", "probe", "user")
+"""Allowed `source_kind` values (see the column's meaning)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,18 +44,21 @@ class Column:
 
 _C = Column
 
+# fmt: off
 COLUMNS: tuple[Column, ...] = (
     # --- provenance -------------------------------------------------------------------------
     _C(name="row_id", dtype="string", unit="", meaning="Stable unique id (hash of source + configuration).", required=True),
     _C(name="source", dtype="string", unit="", meaning="Dataset the row comes from: 'perfmodel-collector' or a public file stem.", required=True),
     _C(name="citation", dtype="string", unit="", meaning="Repository:path@commit (or collector version) the number was read from.", required=True),
-    _C(name="source_kind", dtype="string", unit="", meaning="'own' (measured by our collectors) or 'public' (third-party table).", required=True),
+    _C(name="source_kind", dtype="string", unit="", meaning="'own' (measured by our collectors), 'public' (third-party table), 'probe' (a `perfmodel probe` run of a user's config) or 'user' (a user's finished run, `perfmodel ingest`).", required=True),
     _C(name="collected_at", dtype="string", unit="ISO-8601", meaning="When it was measured or published (date or timestamp)."),
     _C(name="collector_version", dtype="string", unit="", meaning="perfmodel version that measured or imported the row."),
     _C(name="hardware_id", dtype="string", unit="", meaning="Stable fingerprint of the measuring host (own rows) or the system name (public rows)."),
     _C(name="status", dtype="string", unit="", meaning="'ok', 'oom' (did not fit) or 'error'.", required=True),
     _C(name="benchmark_kind", dtype="string", unit="", meaning="'training_slice', 'microbench' or 'public_training'.", required=True),
     _C(name="notes", dtype="string", unit="", meaning="Free text: caveats carried from the source."),
+    _C(name="run_group", dtype="string", unit="", meaning="Rows of one run share it (logged windows of one run, noise repeats, re-runs of one configuration across versions or hosts); cross-validation never splits a group. Default: the row_id (a run of one row)."),
+    _C(name="sample_weight", dtype="float64", unit="", meaning="Training weight so that one run is one vote: 1/k for each of the k rows of a run_group. Default 1.0; `perfmodel dataset build` fills empty cells with 1/k."),
     # --- model ------------------------------------------------------------------------------
     _C(name="model_name", dtype="string", unit="", meaning="Model name as measured (catalog key where one exists).", required=True),
     _C(name="model_family", dtype="string", unit="", meaning="Family for grouped evaluation: llama, gpt, bert, resnet, mlp, ...", required=True),
@@ -58,9 +68,12 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="num_layers", dtype="Int64", unit="", meaning="Transformer blocks L."),
     _C(name="num_heads", dtype="Int64", unit="", meaning="Attention heads."),
     _C(name="num_kv_heads", dtype="Int64", unit="", meaning="Key/value heads (GQA)."),
+    _C(name="head_dim", dtype="Int64", unit="", meaning="Width of one attention head (empty = hidden_size / num_heads)."),
     _C(name="ffn_hidden_size", dtype="Int64", unit="", meaning="MLP inner width."),
     _C(name="vocab_size", dtype="Int64", unit="", meaning="Vocabulary size."),
     _C(name="gated_mlp", dtype="boolean", unit="", meaning="SwiGLU/GeGLU MLP."),
+    _C(name="tied_embeddings", dtype="boolean", unit="", meaning="The LM head shares the input embedding matrix."),
+    _C(name="learned_pos_embeddings", dtype="Int64", unit="positions", meaning="Rows of a learned absolute position-embedding table (0 for rotary/ALiBi)."),
     _C(name="num_experts", dtype="Int64", unit="", meaning="MoE experts per layer (1 = dense)."),
     _C(name="experts_per_token", dtype="Int64", unit="", meaning="MoE top-k."),
     _C(name="forward_gflops_per_sample", dtype="float64", unit="GFLOP", meaning="Forward FLOPs per sample for non-transformer archs."),
@@ -69,14 +82,18 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="gbm_features", dtype="Int64", unit="features", meaning="Input features of a gradient-boosted-tree slice."),
     _C(name="gbm_rounds", dtype="Int64", unit="rounds", meaning="Boosting rounds of a gradient-boosted-tree slice."),
     # --- training ---------------------------------------------------------------------------
-    _C(name="seq_len", dtype="Int64", unit="tokens", meaning="Tokens per sample."),
+    _C(name="seq_len", dtype="Int64", unit="tokens", meaning="Tokens per sample (transformers: a row without it cannot be costed)."),
     _C(name="micro_batch_size", dtype="Int64", unit="samples", meaning="Samples per GPU per forward/backward.", required=True),
     _C(name="grad_accum_steps", dtype="Int64", unit="", meaning="Micro-batches per optimizer step."),
     _C(name="global_batch_size", dtype="Int64", unit="samples", meaning="Samples per optimizer step over all GPUs."),
     _C(name="precision", dtype="string", unit="", meaning="fp32 | tf32 | amp_bf16 | amp_fp16 | bf16 | fp16 | fp8.", required=True),
     _C(name="optimizer", dtype="string", unit="", meaning="adamw | sgd | ... | none (forward+backward only)."),
     _C(name="activation_checkpointing", dtype="boolean", unit="", meaning="Full activation recomputation."),
+    _C(name="fused_cross_entropy", dtype="boolean", unit="", meaning="Fused/chunked linear cross-entropy: the (tokens x vocab) logits are never materialised."),
+    _C(name="attention_kernel", dtype="string", unit="", meaning="sdpa | flash | eager (perfmodel.workload.ATTENTION_KERNELS)."),
+    _C(name="torch_compile", dtype="boolean", unit="", meaning="Model wrapped in torch.compile."),
     _C(name="lora_r", dtype="Int64", unit="", meaning="LoRA rank (empty = full fine-tuning)."),
+    _C(name="lora_target_modules", dtype="Int64", unit="matrices", meaning="Weight matrices per layer that carry LoRA adapters (2 = q,v, PEFT's default)."),
     _C(name="quantization_bits", dtype="Int64", unit="bits", meaning="Frozen base-weight bits (QLoRA)."),
     _C(name="trainable_fraction", dtype="float64", unit="fraction", meaning="Parameters receiving gradients / total (non-LoRA freezing)."),
     _C(name="includes_optimizer_step", dtype="boolean", unit="", meaning="Measured time includes the optimizer step (NeuSight rows do not)."),
@@ -89,7 +106,8 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="tensor_parallel", dtype="Int64", unit="", meaning="Tensor-parallel degree."),
     _C(name="pipeline_parallel", dtype="Int64", unit="", meaning="Pipeline-parallel degree."),
     _C(name="context_parallel", dtype="Int64", unit="", meaning="Context (sequence) parallel degree."),
-    _C(name="framework", dtype="string", unit="", meaning="Software stack family: hf-eager, torch-eager, composer-fsdp, megatron, nemo, torchtitan, deepspeed, dle-ngc, lightgbm."),
+    _C(name="cpu_offload", dtype="boolean", unit="", meaning="Optimizer state (and for zero3 parameters) offloaded to host memory."),
+    _C(name="framework", dtype="string", unit="", meaning="Software stack family: one of perfmodel.workload.FRAMEWORKS (hf-eager, torch-eager, composer-fsdp, megatron, nemo, torchtitan, deepspeed, dle-ngc, lightgbm) or another name (the learned model sees it as 'other')."),
     _C(name="torch_version", dtype="string", unit="", meaning="PyTorch version where known."),
     # --- measurements -----------------------------------------------------------------------
     _C(name="step_time_s", dtype="float64", unit="s", meaning="Median wall time of one optimizer step (global batch); empty for OOM rows.", required_if_ok=True),
@@ -104,11 +122,13 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="reported_mfu", dtype="float64", unit="fraction", meaning="MFU as the source reported it (its own convention)."),
     _C(name="repeat_index", dtype="Int64", unit="", meaning="0 for the first measurement of a configuration, >0 for noise repeats."),
 )
+# fmt: on
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 REQUIRED: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 
+# fmt: off
 MICROBENCH_COLUMNS: tuple[Column, ...] = (
     _C(name="hardware_id", dtype="string", unit="", meaning="Host fingerprint.", required=True),
     _C(name="gpu", dtype="string", unit="", meaning="Accelerator catalog key or 'cpu'.", required=True),
@@ -123,6 +143,7 @@ MICROBENCH_COLUMNS: tuple[Column, ...] = (
     _C(name="collected_at", dtype="string", unit="ISO-8601", meaning="Timestamp."),
     _C(name="collector_version", dtype="string", unit="", meaning="perfmodel version."),
 )
+# fmt: on
 
 
 def empty_frame(columns: tuple[Column, ...] = COLUMNS) -> Any:
@@ -160,4 +181,20 @@ def conform(frame: Any, columns: tuple[Column, ...] = COLUMNS) -> Any:
             missing = out[c.name].isna() & (out["status"] == "ok")
             if missing.any():
                 raise DataError(f"{int(missing.sum())} row(s) with status 'ok' have no value for {c.name!r}")
+    if "source_kind" in out.columns:
+        unknown_kinds = sorted(set(out["source_kind"].dropna()) - set(SOURCE_KINDS))
+        if unknown_kinds:
+            raise DataError(f"unknown source_kind {unknown_kinds}; allowed: {', '.join(SOURCE_KINDS)}")
     return out.reset_index(drop=True)
+
+
+def fill_run_defaults(frame: Any) -> Any:
+    """`frame` with empty run_group cells set to the row_id (a run of one row) and empty
+    sample_weight cells set to 1/k, k = the rows of the table that share the run_group."""
+    frame = frame.copy()
+    group = frame["run_group"].astype("string").fillna(frame["row_id"].astype("string"))
+    frame["run_group"] = group
+    size = group.map(group.value_counts())
+    weight = frame["sample_weight"].astype("float64")
+    frame["sample_weight"] = weight.where(weight.notna(), 1.0 / size.astype("float64"))
+    return frame

@@ -1,5 +1,6 @@
 """build_features on a tiny raw + public fixture: shard selection, dedupe, catalog dim filling,
-dropping uncostable rows, and a content hash that is stable and changes with the data."""
+dropping uncostable rows, run groups and weights, default locations, and a content hash that is
+stable and changes with the data."""
 
 from __future__ import annotations
 
@@ -81,6 +82,17 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
             ),
             row("no-dims", model_name="mystery-model", model_family="gpt"),
             row(
+                "no-seq",
+                model_name="custom-gpt",
+                model_family="gpt",
+                hidden_size=1024,
+                num_layers=4,
+                num_heads=16,
+                seq_len=None,
+            ),
+            row("gpt2-rep0", model_name="gpt2", model_family="gpt2", run_group="gpt2-run"),
+            row("gpt2-rep1", model_name="gpt2", model_family="gpt2", run_group="gpt2-run", step_time_s=2.1),
+            row(
                 "cnn-catalog",
                 model_name="resnet50",
                 model_family="resnet",
@@ -105,13 +117,15 @@ def test_build_selects_dedupes_fills_and_drops(dirs: tuple[Path, Path], tmp_path
     result = build_features(raw, public, tmp_path / "out" / "features.parquet")
     table = pd.read_parquet(result.path)
     assert list(table.columns) == list(COLUMN_NAMES)
-    assert sorted(table["row_id"]) == ["cnn-catalog", "dims-given", "dup", "own-1", "wider"]
-    assert result.rows == 5
+    kept = ["cnn-catalog", "dims-given", "dup", "gpt2-rep0", "gpt2-rep1", "own-1", "wider"]
+    assert sorted(table["row_id"]) == kept
+    assert result.rows == 7
     assert table.set_index("row_id").loc["dup", "step_time_s"] == 9.0
     assert result.counts["dropped"] == {
         "duplicate row_id": 1,
-        "transformer without dims: mystery-model": 1,
-        "cnn without forward FLOPs / params: ssd300": 1,
+        "decoder row without hidden_size, num_layers, num_heads: mystery-model": 1,
+        "decoder row without seq_len: custom-gpt": 1,
+        "cnn row without params_total, forward_gflops_per_sample: ssd300": 1,
     }
     skipped = {Path(k).name: v for k, v in result.counts["skipped_shards"].items()}
     assert skipped["microbench__host-1__20250101__001.parquet"] == "micro-benchmark shard"
@@ -126,6 +140,13 @@ def test_build_selects_dedupes_fills_and_drops(dirs: tuple[Path, Path], tmp_path
         own["vocab_size"],
     ) == (4096, 32, 32, 11008, 32000)
     assert bool(own["gated_mlp"]) is True
+    assert (bool(own["tied_embeddings"]), own["learned_pos_embeddings"]) == (
+        False,
+        0,
+    )  # Llama 2: untied, rotary
+    gpt2 = by_id.loc["gpt2-rep0"]  # GPT-2 small: 768 wide, 12 layers, tied LM head, 1024 learned positions
+    assert (gpt2["hidden_size"], gpt2["num_layers"], bool(gpt2["tied_embeddings"])) == (768, 12, True)
+    assert gpt2["learned_pos_embeddings"] == 1024
     assert by_id.loc["dims-given", "hidden_size"] == 1024 and pd.isna(by_id.loc["dims-given", "vocab_size"])
     wider = by_id.loc["wider"]  # its own width differs from the catalog's: nothing is filled
     assert wider["hidden_size"] == 3072 and pd.isna(wider["ffn_hidden_size"])
@@ -133,7 +154,12 @@ def test_build_selects_dedupes_fills_and_drops(dirs: tuple[Path, Path], tmp_path
         by_id.loc["cnn-catalog", "forward_gflops_per_sample"] > 0
         and by_id.loc["cnn-catalog", "params_total"] > 0
     )
-    assert result.counts["by_source_kind"] == {"public": 3, "own": 2}
+    assert result.counts["by_source_kind"] == {"public": 5, "own": 2}
+    # the two gpt2 rows are one run: one group, half a vote each; every other row is its own run
+    assert by_id.loc[["gpt2-rep0", "gpt2-rep1"], "run_group"].tolist() == ["gpt2-run", "gpt2-run"]
+    assert by_id.loc[["gpt2-rep0", "gpt2-rep1"], "sample_weight"].tolist() == [0.5, 0.5]
+    alone = by_id.drop(index=["gpt2-rep0", "gpt2-rep1"])
+    assert (alone["run_group"] == alone.index).all() and (alone["sample_weight"] == 1.0).all()
     assert (tmp_path / "out" / "features.sha256").read_text().strip() == result.content_hash
 
 
@@ -178,9 +204,30 @@ def test_cli_build_json_and_missing_public_dir(
         ]
     )
     out = json.loads(capsys.readouterr().out)
-    assert out["rows"] == 5 and len(out["content_hash"]) == 64 and out["by_source_kind"]["own"] == 2
+    assert out["rows"] == 7 and len(out["content_hash"]) == 64 and out["by_source_kind"]["own"] == 2
     with pytest.raises(SystemExit) as exc:
         main(["dataset", "import-public", "--public-dir", str(tmp_path / "missing")])
     assert exc.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not found" in err[0]
+
+
+def test_build_defaults_to_the_project_locations_from_any_folder(
+    dirs: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perfmodel import paths
+    from perfmodel.cli import main
+
+    raw, public = dirs  # tmp_path/raw and tmp_path/public: a datasets folder
+    monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    main(["dataset", "build", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert Path(out["path"]) == tmp_path / "features.parquet" == paths.features_path()
+    assert out["rows"] == 7 and (tmp_path / "features.sha256").is_file()
+    assert not list(elsewhere.iterdir())  # nothing written where the command ran

@@ -4,30 +4,86 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pandas as pd
 import pytest
 
 from collectors.public.memory import import_ml_engineering_memory
-from perfmodel.memcheck import DEFAULT_PATH, check_memory
+from perfmodel.analytic.memory import estimate_memory
+from perfmodel.memcheck import check_memory, workload_for
+from perfmodel.paths import peak_memory_path
+
+GIB = 1.073741824  # GB per GiB
+
+
+def _table() -> pd.DataFrame:
+    return check_memory().table
 
 
 def test_memory_model_error_on_published_peaks_stays_within_stated_bounds():
-    result = check_memory(DEFAULT_PATH)
+    result = check_memory()
     table = result.table
-    assert len(table) >= 20
+    # 18 torchtitan rows (H100, GPU count stated) + 12 ml-engineering rows (Llama 3.1 8B on
+    # 8 x H200 / B200, 8K..256K), counted in the two source CSVs
+    assert len(table) == 30
+    assert table["source"].value_counts().to_dict() == {
+        "torchtitan_benchmarks": 18,
+        "ml_engineering_llama31_8b_h200_vs_b200": 12,
+    }
     assert (table["citation"].str.len() > 10).all()
-    assert table["error_pct"].to_numpy() == pytest.approx(
-        (table["predicted_gb"] / table["peak_memory_gb"] - 1).to_numpy() * 100
-    )
     # README states ~29% median / ~46% p90; a change that makes it much worse must be noticed.
     assert result.median_abs_error_pct < 40
     assert result.p90_abs_error_pct < 60
 
 
+def test_measured_peaks_are_the_published_gib_in_gb():
+    table = _table()
+    h200 = table[(table["gpu"] == "H200") & (table["seq_len"] == 32 * 1024)].iloc[0]
+    assert h200["peak_memory_gb"] == pytest.approx(25.8 * GIB)  # ml-engineering: 25.8 GiB at 32K on H200
+
+
+def test_error_is_signed_relative_to_the_measurement(tmp_path):
+    row = _table().drop(columns=["predicted_gb", "error_pct"]).iloc[[0]]
+    predicted = estimate_memory(workload_for(row.to_dict("records")[0])).total_gb
+    doubled = row.assign(peak_memory_gb=2 * predicted)  # measured twice the prediction
+    halved = row.assign(peak_memory_gb=predicted / 2)
+    path = tmp_path / "peaks.parquet"
+    pd.concat([doubled, halved]).to_parquet(path, index=False)
+    result = check_memory(path)
+    assert result.table["error_pct"].tolist() == pytest.approx([-50.0, 100.0])
+    assert result.median_abs_error_pct == pytest.approx(75.0)
+
+
+def test_the_workload_is_the_published_configuration():
+    table = _table()
+    row = table[(table["gpu"] == "H200") & (table["seq_len"] == 32 * 1024)].iloc[0].to_dict()
+    w = workload_for(row)
+    # Llama 3.1 8B (model card): 4096 wide, 32 layers, 32 heads, 8 KV heads, 128,256 tokens
+    m = w.model
+    assert (m.hidden_size, m.num_layers, m.num_heads, m.kv_heads, m.vocab_size) == (4096, 32, 32, 8, 128256)
+    # ZeRO-3 + CPU AdamW offload + Liger-Kernel + activation checkpointing, 8 GPUs in one server
+    assert (w.parallel.strategy, w.parallel.cpu_offload, w.parallel.num_gpus, w.parallel.num_nodes) == (
+        "zero3",
+        True,
+        8,
+        1,
+    )
+    assert (w.training.fused_cross_entropy, w.training.activation_checkpointing) == (True, True)
+    assert (w.training.seq_len, w.training.micro_batch_size) == (32768, 1)
+
+
 def test_memory_grows_with_sequence_length_like_the_measurements():
-    table = check_memory(DEFAULT_PATH).table
+    table = _table()
     h200 = table[(table["gpu"] == "H200")].sort_values("seq_len")
     assert h200["predicted_gb"].is_monotonic_increasing
     assert h200["peak_memory_gb"].is_monotonic_increasing
+
+
+def test_default_table_is_the_project_one(monkeypatch, tmp_path):
+    assert peak_memory_path().is_file()
+    monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path))
+    assert peak_memory_path() == tmp_path / "public" / "memory" / "peak_memory.parquet"
+    with pytest.raises(FileNotFoundError):
+        check_memory()
 
 
 def test_ml_engineering_memory_rows_parse_units(tmp_path):
@@ -42,5 +98,5 @@ def test_ml_engineering_memory_rows_parse_units(tmp_path):
     rows = import_ml_engineering_memory(csv, skipped)
     assert len(rows) == 1
     assert rows[0]["seq_len"] == 32768
-    assert rows[0]["peak_memory_gb"] == pytest.approx(25.8 * 1.073741824)
+    assert rows[0]["peak_memory_gb"] == pytest.approx(25.8 * GIB)
     assert rows[0]["fused_cross_entropy"] is True

@@ -205,6 +205,12 @@ def test_mosaicml_mpt(tmp_path: Path) -> None:
     fp8 = result.rows.set_index("model_name").loc["mpt-7b"]
     assert (fp8["gpu"], fp8["precision"], fp8["strategy"]) == ("H100-SXM", "fp8", "zero2")
     assert fp8["step_time_s"] == pytest.approx(64 * 2048 / 131072)
+    assert (first["num_nodes"], fp8["num_nodes"]) == (8, 1)  # 64 and 8 GPUs in 8-GPU servers
+    rows = result.rows
+    assert set(rows["source"]) == {"mosaicml_llm_foundry_mpt_benchmarks"}
+    assert set(rows["source_kind"]) == {"public"} and set(rows["benchmark_kind"]) == {"public_training"}
+    assert set(rows["status"]) == {"ok"} and rows["collector_version"].str.endswith("public import").all()
+    assert (rows["run_group"] == rows["row_id"]).all()  # each configuration measured once: runs of one row
 
 
 def test_mosaicgpt_dedupes_against_foundry_and_checks_params(tmp_path: Path) -> None:
@@ -341,6 +347,8 @@ def test_branch_experiments_skip_suspect_and_keep_repeats(tmp_path: Path) -> Non
     }
     assert sorted(result.rows["repeat_index"].tolist()) == [0, 1]
     assert sorted(result.rows["reported_mfu"].round(4).tolist()) == [0.5586, 0.5621]  # the README copy wins
+    # two measurements of one configuration: one run, so CV keeps them together
+    assert result.rows["run_group"].nunique() == 1 and result.rows["row_id"].nunique() == 2
 
 
 # --- Lambda -----------------------------------------------------------------------------------
@@ -460,11 +468,22 @@ def test_lambda(tmp_path: Path) -> None:
 
 def test_lambda_drops_rows_faster_per_gpu_than_data_parallelism_allows(tmp_path: Path) -> None:
     def ncf(config: str, n: int, total: float) -> dict[str, str]:
-        return {**LAMBDA, "config_name": config, "num_gpu": f"{n}.0", "precision": "fp32", "model": "ncf",
-                "throughput_total": str(total), "batch_size_per_gpu": str(1_000_000 * n)}
+        return {
+            **LAMBDA,
+            "config_name": config,
+            "num_gpu": f"{n}.0",
+            "precision": "fp32",
+            "model": "ncf",
+            "throughput_total": str(total),
+            "batch_size_per_gpu": str(1_000_000 * n),
+        }
 
-    rows = [ncf("H100 80GB SXM5", 1, 6.6e7), ncf("2x H100 80GB SXM5", 2, 1.3e8), ncf("4x H100 80GB SXM5", 4, 2.6e8),
-            ncf("8x H100 80GB SXM5", 8, 8 * 2.1e9)]  # the last: 2.1 billion samples/s per GPU
+    rows = [
+        ncf("H100 80GB SXM5", 1, 6.6e7),
+        ncf("2x H100 80GB SXM5", 2, 1.3e8),
+        ncf("4x H100 80GB SXM5", 4, 2.6e8),
+        ncf("8x H100 80GB SXM5", 8, 8 * 2.1e9),
+    ]  # the last: 2.1 billion samples/s per GPU
     result = import_lambda_deeplearning_benchmark_pytorch(
         write(tmp_path, "lambda_deeplearning_benchmark_pytorch", H_LAMBDA, rows)
     )
@@ -472,7 +491,12 @@ def test_lambda_drops_rows_faster_per_gpu_than_data_parallelism_allows(tmp_path:
     reason = "implausible: per-GPU throughput > 4x that of the same task, GPU and precision on fewer GPUs"
     assert result.skipped == {reason: 1}
     # Slow multi-GPU rows do not make a fast single-GPU row implausible.
-    slow = [ncf("RTX 2080Ti", 1, 23.0), ncf("2x RTX 2080Ti", 2, 6.0), ncf("4x RTX 2080Ti", 4, 6.0), ncf("8x RTX 2080Ti", 8, 6.0)]
+    slow = [
+        ncf("RTX 2080Ti", 1, 23.0),
+        ncf("2x RTX 2080Ti", 2, 6.0),
+        ncf("4x RTX 2080Ti", 4, 6.0),
+        ncf("8x RTX 2080Ti", 8, 6.0),
+    ]
     result = import_lambda_deeplearning_benchmark_pytorch(
         write(tmp_path, "lambda_deeplearning_benchmark_pytorch", H_LAMBDA, slow)
     )
@@ -906,6 +930,7 @@ def test_mlperf_is_skipped_with_a_reason(tmp_path: Path) -> None:
 
 def test_mapping_values_are_catalog_keys() -> None:
     from collectors.public import dgxc, lambda_labs, ml_engineering, mosaicml, nemo, neusight, torchtitan
+    from perfmodel.catalog import resolve_gpu_key, resolve_model_key
 
     gpu_maps = [
         mosaicml.GPU_KEYS,
@@ -917,7 +942,7 @@ def test_mapping_values_are_catalog_keys() -> None:
         ml_engineering.MAMF_GPU_KEYS,
     ]
     gpus = {v for m in gpu_maps for v in m.values() if v}
-    assert gpus <= common.GPU_KEYS
+    assert {g for g in gpus if resolve_gpu_key(g) != g} == set()
     models = {
         *mosaicml.MODEL_KEYS.values(),
         *(t[0] for t in lambda_labs.TASKS.values()),
@@ -925,7 +950,76 @@ def test_mapping_values_are_catalog_keys() -> None:
         *(t[0] for t in nemo.MODELS.values()),
         *torchtitan.MODELS.values(),
     }
-    assert models <= common.MODEL_KEYS
+    # Not in the model catalog: Lambda's Transformer-XL rows state their own dims (TXL_DIMS);
+    # its SSD300 rows are dropped by `dataset build` (no forward FLOPs).
+    not_in_catalog = {m for m in models if resolve_model_key(m) != m}
+    assert not_in_catalog == {"transformer-xl-base", "transformer-xl-large", "ssd300"}
+
+
+# --- the row builder --------------------------------------------------------------------------
+
+
+def test_training_row_derives_throughput_and_nodes_from_what_the_source_states() -> None:
+    row = common.training_row(
+        citation="x@0:README.md",
+        model=("llama3-8b", "llama"),
+        batch=common.Batch(micro_batch_size=2, global_batch_size=64, seq_len=2048),
+        layout=common.Layout("H100-SXM", 16, "fsdp"),
+        precision="amp_bf16",
+        step_time_s=2.0,
+        framework="torchtitan",
+        notes="a note",
+    )
+    assert row["samples_per_s"] == 32.0  # 64 samples / 2 s
+    assert row["tokens_per_s"] == 65536.0  # 64 x 2048 tokens / 2 s
+    assert row["num_nodes"] == 2  # 16 H100 SXM in 8-GPU HGX servers
+    assert (row["arch"], row["optimizer"], row["grad_accum_steps"], row["tensor_parallel"]) == (
+        "decoder",
+        "adamw",
+        1,
+        1,
+    )
+    assert row["notes"] == "a note"
+    gb200 = common.training_row(
+        citation="x",
+        model=common.ModelRef("resnet50", "resnet", "cnn"),
+        batch=common.Batch(256, 1024),
+        layout=common.Layout("GB200", 16),
+        precision="bf16",
+        step_time_s=0.5,
+        framework="dle-ngc",
+        tokens_per_s=None,
+    )
+    assert gb200["num_nodes"] == 4  # GB200 NVL72 compute trays hold 4 GPUs
+    assert (gb200["arch"], gb200["seq_len"], gb200["tokens_per_s"], gb200["samples_per_s"]) == (
+        "cnn",
+        None,
+        None,
+        2048.0,
+    )
+
+
+def test_sink_skips_rows_without_a_step_time_and_shares_run_groups_by_run_key() -> None:
+    sink = common.RowSink("fixture")
+    fields = dict(
+        citation="x@0:README.md",
+        model=("llama3-8b", "llama"),
+        batch=common.Batch(1, 8, 8192),
+        layout=common.Layout("H100-SXM", 8),
+        precision="amp_bf16",
+        framework="nemo",
+    )
+    sink.add(config={"tag": "a"}, run_key={"cfg": 1}, step_time_s=1.0, **fields)
+    sink.add(config={"tag": "b"}, run_key={"cfg": 1}, step_time_s=1.1, repeat_index=1, **fields)
+    sink.add(config={"tag": "c"}, run_key={"cfg": 2}, step_time_s=1.2, **fields)
+    sink.add(config={"tag": "d"}, step_time_s=float("nan"), **fields)
+    sink.add(config={"tag": "e"}, step_time_s=0.0, **fields)
+    result = sink.result()
+    assert result.skipped == {"no positive step time derivable": 2}
+    rows = result.rows.set_index("step_time_s")
+    assert rows.loc[1.0, "run_group"] == rows.loc[1.1, "run_group"] != rows.loc[1.0, "row_id"]
+    assert rows.loc[1.2, "run_group"] == rows.loc[1.2, "row_id"]  # alone in its run
+    assert rows["repeat_index"].tolist() == [0, 1, 0]
 
 
 def _committed() -> pd.DataFrame:
@@ -947,6 +1041,8 @@ def test_committed_public_rows_conform_and_cover_enough_hardware() -> None:
     assert (frame["source_kind"] == "public").all() and (frame["benchmark_kind"] == "public_training").all()
     assert frame["step_time_s"].gt(0).all()
     assert set(frame["precision"]) <= {"fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8"}
+    assert frame["run_group"].notna().all()
+    assert frame["sample_weight"].isna().all()  # set by `dataset build` over the whole table
 
 
 def test_committed_gpus_resolve_in_the_catalog() -> None:

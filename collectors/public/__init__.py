@@ -67,12 +67,14 @@ IMPORTERS: dict[str, Callable[[Path], ImportResult]] = {
     "modded_nanogpt_speedrun_records": import_modded_nanogpt_speedrun_records,
 }
 MAMF_SOURCE = "ml_engineering_mamf_matmul"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_public_dir() -> Path:
-    """../shared/data/public relative to the repository root."""
-    return REPO_ROOT.parent / "shared" / "data" / "public"
+    """The third-party tables to import: `perfmodel.paths.shared_public_data_dir()`
+    ($PERFMODEL_PUBLIC_DATA, else <project root>/../shared/data/public)."""
+    from perfmodel.paths import shared_public_data_dir
+
+    return shared_public_data_dir()
 
 
 def import_all(public_dir: str | Path) -> dict[str, ImportResult]:
@@ -93,11 +95,14 @@ def import_all(public_dir: str | Path) -> dict[str, ImportResult]:
     return results
 
 
-def write_public(public_dir: str | Path, out_dir: str | Path = "datasets/public") -> dict[str, Any]:
+def write_public(public_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
     """Import everything, write <source>.parquet per source with rows, mamf_matmul.parquet and
-    IMPORT_REPORT.md into `out_dir`; return the summary that the report shows."""
+    IMPORT_REPORT.md into `out_dir` (default `perfmodel.paths.public_dir()`); return the summary
+    that the report shows."""
+    from perfmodel.paths import public_dir as default_out
+
     folder = Path(public_dir)
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else default_out()
     out.mkdir(parents=True, exist_ok=True)
     results = import_all(folder)
     for stale in out.glob("*.parquet"):

@@ -1,42 +1,47 @@
-"""Shared plumbing of the public-table importers: value parsing, row ids, the result type.
+"""Shared plumbing of the public-table importers: value parsing, the one row builder, row ids,
+the result type.
 
 Every importer reads one file family of `shared/data/public/` (see its README.md) and returns an
 `ImportResult`: rows conforming to `perfmodel.schema`, and a Counter of skipped source rows by
 reason. A row whose meaning is unclear is skipped with a reason, never guessed.
+
+An importer builds each row with `RowSink.add(config=..., **fields)`: `fields` are the keyword
+arguments of `training_row` (what the source states: `ModelRef`, `Batch`, `Layout`, precision,
+step time), and the sink adds what every public row shares (source, source_kind 'public',
+benchmark_kind 'public_training', status 'ok', collector_version, row_id, run_group)::
+
+    sink = RowSink(path.stem)
+    for r in read_csv(path).to_dict("records"):
+        ...  # parse; sink.skip("reason") and continue when a value is missing or unclear
+        sink.add(
+            config={k: r[k] for k in ("model", "gpu", "n_gpus", "batch")},  # identity -> row_id
+            citation=f"owner/repo@{commit}:README.md (table 'Training')",
+            model=("llama3-8b", "llama"),  # ModelRef: catalog key, family[, arch]
+            batch=Batch(micro_batch_size=2, global_batch_size=16, seq_len=8192),
+            layout=Layout("H100-SXM", 8, "fsdp", gpu_name_raw=r["gpu"]),
+            precision="amp_bf16",
+            framework="torchtitan",
+            step_time_s=step,
+            notes="how step_time_s was derived",
+        )
+    return sink.result()
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from perfmodel import __version__
 from perfmodel.schema import conform
-
-# Catalog keys the importers may emit (perfmodel/catalog/gpus/*.yaml, models/*.yaml). The
-# importers keep their own raw-name -> key maps; these sets let tests check the maps.
-GPU_KEYS = frozenset(
-    """A100-40GB A100-80GB A100-PCIe-40GB A100-PCIe-80GB H100-SXM H100-PCIe H100-NVL H200 H800 GH200
-    B200 GB200 B300 L4 L40S L40 A10G A10 A40 T4 V100-16GB V100-32GB V100-PCIe-16GB P100 P4 RTX-3090
-    RTX-3080 RTX-4090 RTX-A6000 RTX-6000-Ada RTX-2080Ti Titan-RTX Quadro-RTX-8000 GTX-1080Ti MI100
-    MI210 MI250 MI250X MI300X MI325X Gaudi2 Gaudi3""".split()
-    # Added by the catalog beyond the planned list (the importers map to them too):
-    + "GB300 A30 Quadro-RTX-6000 RTX-A4000 RTX-A5000 V100-PCIe-32GB".split()
-)
-MODEL_KEYS = frozenset(
-    """llama2-7b llama2-13b llama2-70b llama3-8b llama3-70b llama3.1-8b llama3.1-70b llama3.1-405b
-    mistral-7b mixtral-8x7b gpt2 gpt2-medium gpt2-large gpt2-xl gpt3-xl gpt3-2.7b gpt3-175b gpt3-5b
-    gpt3-20b opt-1.3b bloom-176b nemotron4-15b nemotron4-340b mpt-125m mpt-350m mpt-760m mpt-1b mpt-3b
-    mpt-7b mpt-13b mpt-30b mpt-70b bert-base bert-large resnet50 ssd300 transformer-xl-base
-    transformer-xl-large gnmt ncf gpt3-xl-neusight""".split()
-)
 
 _MISSING = {"", "n/a", "na", "none", "nan", "-", "--", "–", "—", "null", "not stated"}
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -112,6 +117,124 @@ def is_oom(value: Any) -> bool:
     return isinstance(value, str) and "oom" in value.lower()
 
 
+PROVENANCE: dict[str, str] = {
+    "source_kind": "public",
+    "benchmark_kind": "public_training",
+    "status": "ok",
+    "collector_version": f"perfmodel {__version__} public import",
+}
+"""Columns every public row shares (RowSink.add sets them)."""
+
+
+class _Auto:
+    def __repr__(self) -> str:
+        return "AUTO"
+
+
+AUTO: Any = _Auto()
+"""Default of values derived from the others unless the source states them."""
+
+
+class ModelRef(NamedTuple):
+    """Which model a row trained."""
+
+    name: str
+    """Catalog key (perfmodel/catalog/models), or the source's name when it states the dims."""
+    family: str
+    """Family for grouped evaluation: llama, gpt, bert, resnet, ..."""
+    arch: str = "decoder"
+    """decoder | encoder | encoder-decoder | cnn | mlp | gbm | other."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one optimizer step processes."""
+
+    micro_batch_size: int
+    """Samples per GPU per forward/backward."""
+    global_batch_size: int
+    """Samples per optimizer step over all GPUs."""
+    seq_len: int | None = None
+    """Tokens per sample (transformers); None for other models."""
+    grad_accum_steps: int | None = 1
+    """Micro-batches per optimizer step; None when the source does not state it."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a row ran: the accelerators and how the job was spread over them."""
+
+    gpu: str
+    """Accelerator catalog key (perfmodel/catalog/gpus)."""
+    num_gpus: int
+    """Accelerators in total."""
+    strategy: str | None = "ddp"
+    """Data-parallel strategy (ddp | fsdp | zero1 | zero2 | zero3); None when not stated."""
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    num_nodes: int | None = AUTO
+    """Machines; AUTO: the servers `num_gpus` of this accelerator fill (catalog gpus_per_server)."""
+    gpu_name_raw: str | None = None
+    """The accelerator or system name as the source wrote it."""
+
+
+def training_row(
+    *,
+    citation: str,
+    model: ModelRef | tuple[str, ...],
+    batch: Batch,
+    layout: Layout,
+    precision: str,
+    step_time_s: float,
+    framework: str,
+    optimizer: str | None = "adamw",
+    includes_optimizer_step: bool = True,
+    tokens_per_s: float | None = AUTO,
+    samples_per_s: float | None = AUTO,
+    **columns: Any,
+) -> dict[str, Any]:
+    """The workload and measurement columns of one public training row.
+
+    Required: what every source must state: `citation` (repository@commit:path and the table),
+    the model (a ModelRef or the tuple (name, family[, arch])), the batch, the layout, the precision, the step time of one optimizer step in s
+    and the software stack. Defaults: AdamW, the optimizer step inside the timed step. Pass None for what the source does not state (the
+    cell stays empty). Derived unless given (AUTO): samples_per_s = global batch / step time,
+    tokens_per_s = global batch x seq_len / step time (None without seq_len).
+    `columns`: any other schema column (perfmodel.schema): model dims, hardware_id,
+    collected_at, notes, activation_checkpointing, peak_memory_gb, reported_mfu, ...; an
+    unknown name fails in `RowSink.result` (perfmodel.schema.conform).
+    """
+    model = ModelRef(*model)
+    num_nodes = layout.num_nodes
+    if num_nodes is AUTO:
+        from perfmodel.catalog import get_gpu
+
+        num_nodes = get_gpu(layout.gpu).servers_for(layout.num_gpus)
+    gbs = batch.global_batch_size
+    if samples_per_s is AUTO:
+        samples_per_s = gbs / step_time_s
+    if tokens_per_s is AUTO:
+        tokens_per_s = gbs * batch.seq_len / step_time_s if batch.seq_len else None
+    return {
+        "citation": citation,
+        "model_name": model.name,
+        "model_family": model.family,
+        "arch": model.arch,
+        **dataclasses.asdict(batch),
+        "precision": precision,
+        "optimizer": optimizer,
+        "includes_optimizer_step": includes_optimizer_step,
+        **dataclasses.asdict(layout),
+        "num_nodes": num_nodes,
+        "framework": framework,
+        "step_time_s": step_time_s,
+        "tokens_per_s": tokens_per_s,
+        "samples_per_s": samples_per_s,
+        **columns,
+    }
+
+
 def make_row_id(source: str, citation: str, config: dict[str, Any]) -> str:
     """Stable id: sha256 of the source stem, the citation and the row's configuration."""
     payload = json.dumps([source, citation, config], sort_keys=True, default=str)
@@ -153,20 +276,31 @@ class RowSink:
         if count:
             self.skipped[reason] += count
 
-    def add(self, row: dict[str, Any], *, config: dict[str, Any]) -> None:
-        """Add one row; `config` is what makes it distinct within its citation (for row_id)."""
-        row = {k: v for k, v in row.items() if v is not None}
-        row.setdefault("source", self.source)
-        row.setdefault("source_kind", "public")
-        row.setdefault("benchmark_kind", "public_training")
-        row.setdefault("status", "ok")
-        row.setdefault("collector_version", f"perfmodel {__version__} public import")
-        row.setdefault("repeat_index", 0)
-        step = row.get("step_time_s")
+    def add(
+        self,
+        *,
+        config: dict[str, Any],
+        run_key: dict[str, Any] | None = None,
+        repeat_index: int = 0,
+        **fields: Any,
+    ) -> None:
+        """Add one row built by `training_row(**fields)` with the shared public provenance.
+
+        `config` is what makes the row distinct within its citation (hashed into row_id).
+        `run_key`, for rows that measure the same run again (noise repeats, re-runs of one
+        configuration in another version or on another host of the same kind), identifies that
+        run within the source: rows with equal run_key share a run_group (default: the row_id).
+        A row without a positive, finite step time is skipped with a reason."""
+        step = fields.get("step_time_s")
         if step is None or not math.isfinite(step) or step <= 0:
             self.skip("no positive step time derivable")
             return
-        row["row_id"] = make_row_id(self.source, row["citation"], config)
+        row = {k: v for k, v in training_row(**fields).items() if v is not None}
+        row_id = make_row_id(self.source, fields["citation"], config)
+        run_group = make_row_id(self.source, "run", run_key) if run_key is not None else row_id
+        row.update(
+            PROVENANCE, source=self.source, row_id=row_id, run_group=run_group, repeat_index=repeat_index
+        )
         self.records.append(row)
 
     def result(self) -> ImportResult:
@@ -176,6 +310,8 @@ class RowSink:
             if dup.any():
                 self.skip("duplicate of another row (same citation and configuration)", int(dup.sum()))
                 frame = frame[~dup]
+            alone = frame.groupby("run_group")["run_group"].transform("size") == 1
+            frame.loc[alone, "run_group"] = frame.loc[alone, "row_id"]  # a run of one row
         return ImportResult(rows=conform(frame), skipped=self.skipped)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, read_csv
+from collectors.public._common import Batch, ImportResult, Layout, RowSink, parse_int, parse_number, read_csv
 
 
 def import_bigscience_bloom176b_throughput(path: str | Path) -> ImportResult:
@@ -35,35 +35,26 @@ def import_bigscience_bloom176b_throughput(path: str | Path) -> ImportResult:
         if gbs % (mbs * dp):  # type: ignore[operator]
             sink.skip("global batch not divisible by micro batch x DP")
             continue
-        seq = 2048
-        row = {
-            "citation": r["source"] + (f" line {r['line']}" if r["line"] else "") + f" ({r['section']})",
-            "hardware_id": "Jean Zay A100 80GB (8 GPUs/node)",
-            "notes": f"step_time_s = published Sec/it; {r['notes']}; TFLOPs {r['col_TFLOPs']} (hardware, incl. recompute)",
-            "model_name": "bloom-176b",
-            "model_family": "bloom",
-            "arch": "decoder",
-            "seq_len": seq,
-            "micro_batch_size": mbs,
-            "grad_accum_steps": gbs // (mbs * dp),  # type: ignore[operator]
-            "global_batch_size": gbs,
-            "precision": "amp_bf16",
-            "optimizer": "adamw",
-            "activation_checkpointing": True,
-            "includes_optimizer_step": True,
-            "gpu": "A100-80GB",
-            "gpu_name_raw": "A100 80GB",
-            "num_gpus": n_gpus,
-            "num_nodes": parse_int(r["col_Nodes"]),
-            "strategy": None,  # ZeRO stage of these log lines not stated
-            "tensor_parallel": tp,
-            "pipeline_parallel": pp,
-            "context_parallel": 1,
-            "framework": "megatron-deepspeed",
-            "step_time_s": step,
-            "tokens_per_s": gbs * seq / step,  # type: ignore[operator]
-            "samples_per_s": gbs / step,  # type: ignore[operator]
-            "achieved_tflops_per_gpu": None,
-        }
-        sink.add(row, config={k: r[k] for k in ("source", "line", "section", "col_GBS", "col_Sec_per_it")})
+        sink.add(
+            config={k: r[k] for k in ("source", "line", "section", "col_GBS", "col_Sec_per_it")},
+            citation=r["source"] + (f" line {r['line']}" if r["line"] else "") + f" ({r['section']})",
+            hardware_id="Jean Zay A100 80GB (8 GPUs/node)",
+            notes=f"step_time_s = published Sec/it; {r['notes']}; TFLOPs {r['col_TFLOPs']} (hardware, incl. recompute)",
+            model=("bloom-176b", "bloom"),
+            batch=Batch(mbs, gbs, 2048, gbs // (mbs * dp)),  # type: ignore[operator]
+            precision="amp_bf16",
+            activation_checkpointing=True,
+            # strategy None: the ZeRO stage of these log lines is not stated
+            layout=Layout(
+                "A100-80GB",
+                n_gpus,
+                None,
+                tp,
+                pp,
+                num_nodes=parse_int(r["col_Nodes"]),
+                gpu_name_raw="A100 80GB",
+            ),
+            framework="megatron-deepspeed",
+            step_time_s=step,
+        )
     return sink.result()

@@ -17,7 +17,8 @@ Normalisation:
 - precision BF16 -> amp_bf16, FP8 -> fp8; strategy zero1 for NeMo (distributed optimizer),
   fsdp for MaxText/Paxml ("FSDP+DP"). framework nemo / maxtext / paxml.
 - The same numbers under several tags are one row; different numbers for the same config in
-  different tags are different container releases and are all kept.
+  different tags are different container releases: all kept, sharing one run_group (re-runs of
+  one configuration count as one run in training).
 - Skipped: Grok-1 and Paxml GPT-5B (no catalog dims), LoRA fine-tuning (rank not stated),
   malformed cells, rows whose config cannot be determined uniquely.
 """
@@ -30,8 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, read_csv
-from perfmodel.catalog import get_gpu
+from collectors.public._common import Batch, ImportResult, Layout, RowSink, parse_int, parse_number, read_csv
 
 GPU_KEYS = {"H100": "H100-SXM", "GB200": "GB200", "B200": "B200", "B300": "B300"}
 PRECISIONS = {"BF16": "amp_bf16", "FP8": "fp8"}
@@ -236,42 +236,27 @@ def _import_row(r: pd.Series, configs: pd.DataFrame, sink: RowSink) -> None:
     mfu = parse_number(r["mfu"])
     first_ref = sorted(_refs(r["refs"]))[0]
     citation = f"NVIDIA/dgxc-benchmarking@{first_ref}:{r['readme_path']} (blob {r['blob'][:10]}; table '{r['table_title']}', column '{r['column_header']}')"
-    row = {
-        "citation": citation,
-        "collected_at": min(re.findall(r"\((\d{4}-\d{2}-\d{2})\)", r["refs"]) or [None]),
-        "hardware_id": f"DGX Cloud {r['gpu']}",
-        "notes": (
+    sink.add(
+        config={k: r[k] for k in ("readme_path", "refs", "table_title", "column_header", "step_time_s")},
+        # the same configuration under another container tag is a re-run of one run
+        run_key={"workload": [model_key, framework, layers, gpu, precision, n, tp, pp, cp, mbs, gbs, seq]},
+        citation=citation,
+        collected_at=min(re.findall(r"\((\d{4}-\d{2}-\d{2})\)", r["refs"]) or [None]),
+        hardware_id=f"DGX Cloud {r['gpu']}",
+        notes=(
             f"step_time_s as published; parallel config from {source_of_cfg}; tokens/step = {tokens_step:.0f} "
             f"= GBS {gbs} x seq {seq}; VP {cfg.get('VP') or '-'}; refs {r['refs']}"
             + ("; proxy model with fewer layers" if proxy else "")
         ),
-        "model_name": model_key,
-        "model_family": family,
-        "arch": "decoder",
-        "num_layers": layers if proxy else None,
-        "seq_len": seq,
-        "micro_batch_size": mbs,
-        "grad_accum_steps": ga,
-        "global_batch_size": gbs,
-        "precision": precision,
-        "optimizer": "adamw",
-        "includes_optimizer_step": True,
-        "gpu": gpu,
-        "gpu_name_raw": r["gpu"],
-        "num_gpus": n,
-        "num_nodes": get_gpu(gpu).servers_for(n),
-        "strategy": "zero1" if framework == "nemo" else "fsdp",
-        "tensor_parallel": tp,
-        "pipeline_parallel": pp,
-        "context_parallel": cp,
-        "framework": framework,
-        "step_time_s": step,
-        "tokens_per_s": tps,
-        "samples_per_s": gbs / step,
-        "reported_mfu": mfu / 100 if mfu is not None else None,
-    }
-    sink.add(
-        row, config={k: r[k] for k in ("readme_path", "refs", "table_title", "column_header", "step_time_s")}
+        model=(model_key, family),
+        num_layers=layers if proxy else None,
+        batch=Batch(mbs, gbs, seq, ga),
+        precision=precision,
+        layout=Layout(gpu, n, "zero1" if framework == "nemo" else "fsdp", tp, pp, cp, gpu_name_raw=r["gpu"]),
+        framework=framework,
+        step_time_s=step,
+        tokens_per_s=tps,
+        reported_mfu=mfu / 100 if mfu is not None else None,
     )
 
 

@@ -22,7 +22,7 @@ Normalisation:
   the current/latest value (older ones were re-runs that Lambda replaced). The same values under
   a renamed system in another table file are kept once. Different systems with the same GPU,
   count and batch (e.g. several 8x H100 SXM5 hosts) are distinct measurements: all kept, with
-  repeat_index 0, 1, ...
+  repeat_index 0, 1, ... and one shared run_group (repeats of one configuration are one vote).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, read_csv
+from collectors.public._common import Batch, ImportResult, Layout, RowSink, parse_int, parse_number, read_csv
 
 # Lambda's GPU name (system prefix and count removed) -> catalog key; None = not in the catalog.
 GPU_KEYS: dict[str, str | None] = {
@@ -191,7 +191,9 @@ def _drop_implausible(rows: list[tuple], sink: RowSink) -> list[tuple]:
     for r, gpu, n_gpus, _gbs, throughput in rows:
         key = (r["model"], gpu, r["precision"])
         by_count.setdefault(key, {}).setdefault(n_gpus, []).append(throughput / n_gpus)
-    reference = {key: (min(counts), statistics.median(counts[min(counts)])) for key, counts in by_count.items()}
+    reference = {
+        key: (min(counts), statistics.median(counts[min(counts)])) for key, counts in by_count.items()
+    }
     kept = []
     for row in rows:
         r, gpu, n_gpus, _gbs, throughput = row
@@ -256,43 +258,32 @@ def _add(
             "ffn_hidden_size": ffn,
             "gated_mlp": False,
         }
-    row = {
-        "citation": citation,
-        "collected_at": r["first_date"],
-        "hardware_id": r["config_name"],
-        "notes": (
-            f"{derivation}; batch column = global batch (compile_results_pytorch_bs.py); {prec_note}; "
-            f"throughput {r['throughput_metric']}; in_head={r['in_head']}"
-        ),
-        "model_name": model,
-        "model_family": family,
-        "arch": arch,
+    notes = (
+        f"{derivation}; batch column = global batch (compile_results_pytorch_bs.py); {prec_note}; "
+        f"throughput {r['throughput_metric']}; in_head={r['in_head']}"
+    )
+    sink.add(
+        config={
+            "system": r["config_name"],
+            "task": r["model"],
+            "precision": r["precision"],
+            "n": n_gpus,
+            "bs": gbs,
+        },
+        run_key={"repeats_of": [gpu, n_gpus, r["model"], r["precision"], gbs]},
+        repeat_index=repeat,
+        citation=citation,
+        collected_at=r["first_date"],
+        hardware_id=r["config_name"],
+        notes=notes,
+        model=(model, family, arch),
         **dims,
-        "seq_len": seq_len,
-        "micro_batch_size": gbs // n_gpus,
-        "grad_accum_steps": 1,
-        "global_batch_size": gbs,
-        "precision": precision,
-        "includes_optimizer_step": True,
-        "gpu": gpu,
-        "gpu_name_raw": r["config_name"],
-        "num_gpus": n_gpus,
-        "num_nodes": 1 if n_gpus <= 8 else None,
-        "strategy": "ddp",
-        "tensor_parallel": 1,
-        "pipeline_parallel": 1,
-        "context_parallel": 1,
-        "framework": "dle-ngc",
-        "step_time_s": step,
-        "tokens_per_s": tokens,
-        "samples_per_s": samples,
-        "repeat_index": repeat,
-    }
-    config = {
-        "system": r["config_name"],
-        "task": r["model"],
-        "precision": r["precision"],
-        "n": n_gpus,
-        "bs": gbs,
-    }
-    sink.add(row, config=config)
+        batch=Batch(gbs // n_gpus, gbs, seq_len),
+        precision=precision,
+        optimizer=None,  # differs per DeepLearningExamples task; not stated in the table
+        layout=Layout(gpu, n_gpus, num_nodes=1 if n_gpus <= 8 else None, gpu_name_raw=r["config_name"]),
+        framework="dle-ngc",
+        step_time_s=step,
+        tokens_per_s=tokens,
+        samples_per_s=samples,
+    )

@@ -27,8 +27,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, parse_percent, read_csv
-from perfmodel.catalog import get_gpu
+from collectors.public._common import (
+    Batch,
+    ImportResult,
+    Layout,
+    RowSink,
+    parse_int,
+    parse_number,
+    parse_percent,
+    read_csv,
+)
 
 H100_BF16_PEAK_TFLOPS = 989.0
 
@@ -108,44 +116,28 @@ def import_megatron_lm_readme_scaling(path: str | Path) -> ImportResult:
             sink.skip("micro batch size not stated (the schema requires it)")
             continue
         step = flops / (tflops * 1e12 * n)  # type: ignore[operator]
-        row = {
-            "citation": r["source"],
-            "hardware_id": r["gpu"],
-            "notes": f"step_time_s = FLOPs/(achieved_tflops*GPUs) with F = {formula}; {r['notes']}{extra}",
-            "model_name": f"gpt-{r['params_billion']}b" if r["params_billion"] else r["model"],
-            "model_family": "gpt",
-            "arch": "decoder",
-            "params_total": float(r["params_billion"]) * 1e9 if r["params_billion"] else None,
-            "hidden_size": width,
-            "num_layers": layers,
-            "num_heads": heads,
-            "num_kv_heads": heads,
-            "ffn_hidden_size": 4 * width,  # type: ignore[operator]
-            "vocab_size": vocab,
-            "gated_mlp": False,
-            "num_experts": 1,
-            "experts_per_token": 1,
-            "seq_len": seq,
-            "micro_batch_size": mbs,
-            "grad_accum_steps": gbs // (mbs * n // (tp * pp)) if gbs % (mbs * n // (tp * pp)) == 0 else None,  # type: ignore[operator]
-            "global_batch_size": gbs,
-            "precision": precision,
-            "optimizer": "adamw",
-            "includes_optimizer_step": True,
-            "gpu": gpu,
-            "gpu_name_raw": r["gpu"],
-            "num_gpus": n,
-            "num_nodes": get_gpu(gpu).servers_for(n),  # type: ignore[arg-type]
-            "strategy": strategy,
-            "tensor_parallel": tp,
-            "pipeline_parallel": pp,
-            "context_parallel": 1,
-            "framework": "megatron",
-            "step_time_s": step,
-            "tokens_per_s": gbs * seq / step,  # type: ignore[operator]
-            "samples_per_s": gbs / step,  # type: ignore[operator]
-            "achieved_tflops_per_gpu": None,
-            "reported_mfu": mfu,
-        }
-        sink.add(row, config={k: r[k] for k in ("source", "table", "model", "n_gpus", "global_batch_size")})
+        dp = n // (tp * pp)  # type: ignore[operator]
+        sink.add(
+            config={k: r[k] for k in ("source", "table", "model", "n_gpus", "global_batch_size")},
+            citation=r["source"],
+            hardware_id=r["gpu"],
+            notes=f"step_time_s = FLOPs/(achieved_tflops*GPUs) with F = {formula}; {r['notes']}{extra}",
+            model=(f"gpt-{r['params_billion']}b" if r["params_billion"] else r["model"], "gpt"),
+            params_total=float(r["params_billion"]) * 1e9 if r["params_billion"] else None,
+            hidden_size=width,
+            num_layers=layers,
+            num_heads=heads,
+            num_kv_heads=heads,
+            ffn_hidden_size=4 * width,  # type: ignore[operator]
+            vocab_size=vocab,
+            gated_mlp=False,
+            num_experts=1,
+            experts_per_token=1,
+            batch=Batch(mbs, gbs, seq, gbs // (mbs * dp) if gbs % (mbs * dp) == 0 else None),
+            precision=precision,
+            layout=Layout(gpu, n, strategy, tp, pp, gpu_name_raw=r["gpu"]),
+            framework="megatron",
+            step_time_s=step,
+            reported_mfu=mfu,
+        )
     return sink.result()

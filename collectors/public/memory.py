@@ -17,10 +17,10 @@ from typing import Any
 
 from collectors.public.torchtitan import GIB_TO_GB, _degree
 
-COLUMNS = (
-    "source", "citation", "model_name", "gpu", "num_gpus", "strategy", "tensor_parallel", "pipeline_parallel",
-    "context_parallel", "micro_batch_size", "grad_accum_steps", "seq_len", "precision", "activation_checkpointing",
-    "checkpointing_as_published", "cpu_offload", "fused_cross_entropy", "framework", "peak_memory_gb", "notes",
+COLUMNS = tuple(
+    "source citation model_name gpu num_gpus strategy tensor_parallel pipeline_parallel "
+    "context_parallel micro_batch_size grad_accum_steps seq_len precision activation_checkpointing "
+    "checkpointing_as_published cpu_offload fused_cross_entropy framework peak_memory_gb notes".split()
 )
 
 
@@ -29,7 +29,11 @@ def import_torchtitan_memory(path: Path, skipped: Counter[str]) -> list[dict[str
 
     frame = pd.read_csv(path)
     rows = []
-    models = {"Llama 3.1 8B": "llama3.1-8b", "Llama 3.1 70B": "llama3.1-70b", "Llama 3.1 405B": "llama3.1-405b"}
+    models = {
+        "Llama 3.1 8B": "llama3.1-8b",
+        "Llama 3.1 70B": "llama3.1-70b",
+        "Llama 3.1 405B": "llama3.1-405b",
+    }
     for rec in frame.to_dict("records"):
         mem = rec.get("memory_gib")
         if not isinstance(mem, str) and pd.isna(mem):
@@ -124,7 +128,11 @@ def import_peak_memory(public_dir: Path) -> tuple[Any, Counter[str]]:
     return pd.DataFrame(rows, columns=list(COLUMNS)), skipped
 
 
-def write_peak_memory(public_dir: Path, out: Path = Path("datasets/public/memory/peak_memory.parquet")) -> tuple[Path, Counter[str]]:
+def write_peak_memory(public_dir: Path, out: Path | None = None) -> tuple[Path, Counter[str]]:
+    """Write the peak-memory table (default `perfmodel.paths.peak_memory_path()`)."""
+    from perfmodel.paths import peak_memory_path
+
+    out = out or peak_memory_path()
     frame, skipped = import_peak_memory(public_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_parquet(out, index=False)

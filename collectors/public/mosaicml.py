@@ -31,14 +31,15 @@ from typing import Any
 import pandas as pd
 
 from collectors.public._common import (
+    Batch,
     ImportResult,
+    Layout,
     RowSink,
     parse_bool,
     parse_int,
     parse_number,
     read_csv,
 )
-from perfmodel.catalog import get_gpu
 
 GPU_KEYS = {"a100_80gb": "A100-80GB", "a100_40gb": "A100-40GB", "h100_80gb": "H100-SXM"}
 PRECISIONS = {"amp_bf16": "amp_bf16", "bf16": "amp_bf16", "amp_fp8": "fp8"}
@@ -80,6 +81,7 @@ def _row(
     extra_notes: str,
     mfu_scale: float | None,
     repeat_index: int = 0,
+    run_key: dict[str, Any] | None = None,
 ) -> None:
     size = _size(r["model"])
     gpu = GPU_KEYS.get(r["gpu"].strip().lower())
@@ -148,48 +150,6 @@ def _row(
         f"MP mode {r.get('mp_mode', '')}; precision column '{r['precision']}'; dims from {dims_from}"
         f"{compile_note}{partial}{extra_notes}"
     )
-    row = {
-        "citation": citation,
-        "collected_at": date,
-        "hardware_id": r.get("table_section") or r.get("section") or r.get("gpu_config") or None,
-        "notes": notes,
-        "model_name": MODEL_KEYS[size],
-        "model_family": "mpt",
-        "arch": "decoder",
-        "params_total": params,
-        "hidden_size": d_model,
-        "num_layers": n_layers,
-        "num_heads": n_heads,
-        "num_kv_heads": n_heads,
-        "ffn_hidden_size": 4 * d_model,
-        "vocab_size": MPT_VOCAB,
-        "gated_mlp": False,
-        "num_experts": 1,
-        "experts_per_token": 1,
-        "seq_len": seq,
-        "micro_batch_size": mbs,
-        "grad_accum_steps": ga,
-        "global_batch_size": gbs,
-        "precision": precision,
-        "optimizer": "adamw",  # llm-foundry mpt-*.yaml: decoupled_adamw
-        "activation_checkpointing": parse_bool(r["activation_checkpointing"]),
-        "includes_optimizer_step": True,
-        "gpu": gpu,
-        "gpu_name_raw": r["gpu"],
-        "num_gpus": n_gpus,
-        "num_nodes": get_gpu(gpu).servers_for(n_gpus),  # type: ignore[arg-type]
-        "strategy": strategy,
-        "tensor_parallel": 1,
-        "pipeline_parallel": 1,
-        "context_parallel": 1,
-        "framework": "composer-fsdp",
-        "torch_version": torch_version,
-        "step_time_s": step,
-        "tokens_per_s": tps,
-        "samples_per_s": tps / seq,  # type: ignore[operator]
-        "reported_mfu": mfu,
-        "repeat_index": repeat_index,
-    }
     config = {
         k: r.get(k, "")
         for k in (
@@ -211,7 +171,37 @@ def _row(
     }
     if repeat_index:
         config["repeat"] = r["tokens_per_sec_total"]
-    sink.add(row, config=config)
+    sink.add(
+        config=config,
+        run_key=run_key,
+        repeat_index=repeat_index,
+        citation=citation,
+        collected_at=date,
+        hardware_id=r.get("table_section") or r.get("section") or r.get("gpu_config") or None,
+        notes=notes,
+        model=(MODEL_KEYS[size], "mpt"),
+        params_total=params,
+        hidden_size=d_model,
+        num_layers=n_layers,
+        num_heads=n_heads,
+        num_kv_heads=n_heads,
+        ffn_hidden_size=4 * d_model,
+        vocab_size=MPT_VOCAB,
+        gated_mlp=False,
+        num_experts=1,
+        experts_per_token=1,
+        batch=Batch(mbs, gbs, seq, ga),
+        precision=precision,
+        activation_checkpointing=parse_bool(r["activation_checkpointing"]),
+        torch_compile=bool(compile_note) or None,
+        layout=Layout(gpu, n_gpus, strategy, gpu_name_raw=r["gpu"]),
+        framework="composer-fsdp",
+        torch_version=torch_version,
+        step_time_s=step,
+        tokens_per_s=tps,
+        samples_per_s=tps / seq,  # type: ignore[operator]
+        reported_mfu=mfu,
+    )
 
 
 def _config_key(r: pd.Series | dict[str, Any]) -> tuple[str, ...]:
@@ -317,8 +307,8 @@ def import_mosaicml_llm_foundry_branch_experiments(path: str | Path) -> ImportRe
     sink.skip("flagged suspect in the source (MFU > 100 %)", int(suspect.sum()))
     frame = frame[~suspect].copy()
     # Several runs of one configuration in one sweep are noise repeats: distinct throughputs are
-    # kept (repeat_index 0, 1, ...); the same throughput copied into several files is kept once,
-    # preferring the README copy (h100.csv's MFU used a different peak).
+    # kept (repeat_index 0, 1, ..., one shared run_group); the same throughput copied into
+    # several files is kept once, preferring the README copy (h100.csv's MFU used a different peak).
     extra = ("docker_image", "compile_config", "activation_cpu_offload")
     frame["_key"] = [(*_config_key(r), *(r[c] for c in extra)) for _, r in frame.iterrows()]
     frame["_tps"] = [round(parse_number(v) or 0) for v in frame["tokens_per_sec_total"]]
@@ -342,5 +332,6 @@ def import_mosaicml_llm_foundry_branch_experiments(path: str | Path) -> ImportRe
             extra_notes="; unmerged branch experiment (lower quality)",
             mfu_scale=100,
             repeat_index=int(r["_repeat"]),
+            run_key={"repeats_of": list(r["_key"])},
         )
     return sink.result()

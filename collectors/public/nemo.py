@@ -26,8 +26,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from collectors.public._common import ImportResult, RowSink, is_missing, parse_int, parse_number, read_csv
-from perfmodel.catalog import get_gpu
+from collectors.public._common import (
+    Batch,
+    ImportResult,
+    Layout,
+    RowSink,
+    is_missing,
+    parse_int,
+    parse_number,
+    read_csv,
+)
 
 GPU_KEYS: dict[str, str | None] = {
     "DGX-H100": "H100-SXM",
@@ -138,55 +146,37 @@ def import_nvidia_nemo_megatron_bridge_perf_summary(path: str | Path) -> ImportR
             ga = gbs // (mbs * dp)
         fsdp = (parse_int(r["fsdp"]) or 0) > 0
         step = gbs * seq / (tps_gpu * n_gpus)
-        model, family = MODELS[r["model"]]
-        citation = f"{r['repo']}@{r['last_commit']}:{r['path']} ({r['release']}, {r['section'][-60:]})"
-        row = {
-            "citation": citation,
-            "collected_at": r["first_date"],
-            "hardware_id": r["system"],
-            "notes": (
+        sink.add(
+            config={
+                k: r[k]
+                for k in (
+                    *_WORKLOAD,
+                    "global_batch_size",
+                    "micro_batch_size",
+                    "tp",
+                    "pp",
+                    "cp",
+                    "vp",
+                    "ep",
+                    "fsdp",
+                )
+            },
+            citation=f"{r['repo']}@{r['last_commit']}:{r['path']} ({r['release']}, {r['section'][-60:]})",
+            collected_at=r["first_date"],
+            hardware_id=r["system"],
+            notes=(
                 f"step_time_s = GBS*seq/(tokens_per_sec_per_gpu*GPUs) = {gbs}*{seq}/({tps_gpu:g}*{n_gpus}); "
                 f"precision {r['precision']}; VP {r['vp'] or '-'}; EP {r['ep'] or '-'}; variant {r['variant'] or '-'}; "
                 f"{r['task'] or 'pre-training'}; in_latest={r['in_latest']}"
             ),
-            "model_name": model,
-            "model_family": family,
-            "arch": "decoder",
-            "seq_len": seq,
-            "micro_batch_size": mbs,
-            "grad_accum_steps": ga,
-            "global_batch_size": gbs,
-            "precision": precision,
-            "optimizer": "adamw",
-            "includes_optimizer_step": True,
-            "gpu": gpu,
-            "gpu_name_raw": r["system"],
-            "num_gpus": n_gpus,
-            "num_nodes": get_gpu(gpu).servers_for(n_gpus),
-            "strategy": "fsdp" if fsdp else "zero1",
-            "tensor_parallel": tp,
-            "pipeline_parallel": pp,
-            "context_parallel": cp,
-            "framework": "nemo",
-            "step_time_s": step,
-            "tokens_per_s": tps_gpu * n_gpus,
-            "samples_per_s": gbs / step,
-        }
-        config = {
-            k: r[k]
-            for k in (
-                *_WORKLOAD,
-                "global_batch_size",
-                "micro_batch_size",
-                "tp",
-                "pp",
-                "cp",
-                "vp",
-                "ep",
-                "fsdp",
-            )
-        }
-        sink.add(row, config=config)
+            model=MODELS[r["model"]],
+            batch=Batch(mbs, gbs, seq, ga),
+            precision=precision,
+            layout=Layout(gpu, n_gpus, "fsdp" if fsdp else "zero1", tp, pp, cp, gpu_name_raw=r["system"]),
+            framework="nemo",
+            step_time_s=step,
+            tokens_per_s=tps_gpu * n_gpus,
+        )
     return sink.result()
 
 
@@ -214,40 +204,7 @@ def import_nvidia_nemo_automodel_perf_summary(path: str | Path) -> ImportResult:
             sink.skip("missing GPU count, batch, sequence length or step time")
             continue
         tp, pp, cp = parse_int(r["tp"]) or 1, parse_int(r["pp"]) or 1, parse_int(r["cp"]) or 1
-        model, family = MODELS[r["model"]]
-        row = {
-            "citation": f"{r['repo']}@{r['last_commit']}:{r['path']} ({r['section'][-70:]})",
-            "collected_at": r["first_date"],
-            "hardware_id": r["system"] or None,
-            "notes": (
-                f"step_time_s as published (time per global step, fwd+bwd+optimizer); kernels "
-                f"{r['kernel_optimizations']}; FSDP {r['fsdp']}; mock data; in_latest={r['in_latest']}"
-            ),
-            "model_name": model,
-            "model_family": family,
-            "arch": "decoder",
-            "seq_len": seq,
-            "micro_batch_size": mbs,
-            "grad_accum_steps": parse_int(r["grad_accum"]),
-            "global_batch_size": gbs,
-            "precision": "amp_bf16",
-            "optimizer": "adamw",
-            "includes_optimizer_step": True,
-            "gpu": "H100-SXM",
-            "gpu_name_raw": r["system"] or "DGX-H100",
-            "num_gpus": n_gpus,
-            "num_nodes": get_gpu("H100-SXM").servers_for(n_gpus),
-            "strategy": "fsdp",
-            "tensor_parallel": tp,
-            "pipeline_parallel": pp,
-            "context_parallel": cp,
-            "framework": "nemo-automodel",
-            "step_time_s": step,
-            "tokens_per_s": tps_gpu * n_gpus if tps_gpu else None,
-            "samples_per_s": gbs / step,
-        }
         sink.add(
-            row,
             config={
                 k: r[k]
                 for k in (
@@ -264,6 +221,20 @@ def import_nvidia_nemo_automodel_perf_summary(path: str | Path) -> ImportResult:
                     "kernel_optimizations",
                 )
             },
+            citation=f"{r['repo']}@{r['last_commit']}:{r['path']} ({r['section'][-70:]})",
+            collected_at=r["first_date"],
+            hardware_id=r["system"] or None,
+            notes=(
+                f"step_time_s as published (time per global step, fwd+bwd+optimizer); kernels "
+                f"{r['kernel_optimizations']}; FSDP {r['fsdp']}; mock data; in_latest={r['in_latest']}"
+            ),
+            model=MODELS[r["model"]],
+            batch=Batch(mbs, gbs, seq, parse_int(r["grad_accum"])),
+            precision="amp_bf16",
+            layout=Layout("H100-SXM", n_gpus, "fsdp", tp, pp, cp, gpu_name_raw=r["system"] or "DGX-H100"),
+            framework="nemo-automodel",
+            step_time_s=step,
+            tokens_per_s=tps_gpu * n_gpus if tps_gpu else None,
         )
     return sink.result()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.public._common import ImportResult, RowSink, parse_int, parse_number, read_csv
+from collectors.public._common import Batch, ImportResult, Layout, RowSink, parse_int, parse_number, read_csv
 
 GPU_KEYS: dict[str, str | None] = {
     "AMD_Instinct_MI100": "MI100",
@@ -90,46 +90,29 @@ def import_neusight_measured_e2e_latency(path: str | Path) -> ImportResult:
         elif option:
             sink.skip(f"unknown option {option}")
             continue
-        model, family, arch = MODELS[r["model"]]
         d = parse_int(r["config_d_model"])
         heads = parse_int(r["config_n_heads"])
-        step = latency_ms / 1000
-        row = {
-            "citation": r["source"],
-            "hardware_id": r["gpu"],
-            "notes": (
-                f"step_time_s = e2e_latency_ms/1000 = fwd+bwd without optimizer step ({r['notes']}); "
-                f"{r['parallelism']}; {r['precision']}"
-            ),
-            "model_name": model,
-            "model_family": family,
-            "arch": arch,
-            "hidden_size": d,
-            "num_layers": parse_int(r["config_n_layers"]),
-            "num_heads": heads,
-            "num_kv_heads": heads,
-            "seq_len": seq,
-            "micro_batch_size": micro,
-            "grad_accum_steps": 1,
-            "global_batch_size": batch,
-            "precision": "fp32",
-            "optimizer": "none",
-            "activation_checkpointing": False,
-            "includes_optimizer_step": False,
-            "gpu": gpu,
-            "gpu_name_raw": r["gpu"],
-            "num_gpus": n_gpus,
-            "num_nodes": 1,
-            "strategy": strategy,
-            "tensor_parallel": tp,
-            "pipeline_parallel": pp,
-            "context_parallel": 1,
-            "framework": framework,
-            "step_time_s": step,
-            "samples_per_s": batch / step,
-            "tokens_per_s": batch * seq / step,
-        }
+        notes = (
+            f"step_time_s = e2e_latency_ms/1000 = fwd+bwd without optimizer step ({r['notes']}); "
+            f"{r['parallelism']}; {r['precision']}"
+        )
         sink.add(
-            row, config={"gpu": r["gpu"], "model": r["model"], "seq": seq, "batch": batch, "option": option}
+            config={"gpu": r["gpu"], "model": r["model"], "seq": seq, "batch": batch, "option": option},
+            citation=r["source"],
+            hardware_id=r["gpu"],
+            notes=notes,
+            model=MODELS[r["model"]],
+            hidden_size=d,
+            num_layers=parse_int(r["config_n_layers"]),
+            num_heads=heads,
+            num_kv_heads=heads,
+            batch=Batch(micro, batch, seq),
+            precision="fp32",
+            optimizer="none",
+            includes_optimizer_step=False,
+            activation_checkpointing=False,
+            layout=Layout(gpu, n_gpus, strategy, tp, pp, num_nodes=1, gpu_name_raw=r["gpu"]),
+            framework=framework,
+            step_time_s=latency_ms / 1000,
         )
     return sink.result()

@@ -22,7 +22,9 @@ import re
 from pathlib import Path
 
 from collectors.public._common import (
+    Batch,
     ImportResult,
+    Layout,
     RowSink,
     is_oom,
     parse_int,
@@ -30,7 +32,6 @@ from collectors.public._common import (
     parse_percent,
     read_csv,
 )
-from perfmodel.catalog import get_gpu
 
 GPU_KEYS: dict[str, str | None] = {
     "A100 80GB": "A100-80GB",
@@ -115,41 +116,7 @@ def import_torchtitan_benchmarks(path: str | Path) -> ImportResult:
         ac_value = True if ac.startswith("full") else False if ac in ("no", "none") else None
         step = gbs * seq / (tps_gpu * n_gpus)
         memory = parse_number(r["memory_gib"])
-        row = {
-            "citation": r["source"] + f" (table '{r['table']}')",
-            "hardware_id": r["gpu"],
-            "notes": (
-                f"step_time_s = GBS*seq/(TPS_per_gpu*GPUs) = {gbs}*{seq}/({tps_gpu:g}*{n_gpus}); seq_len from {seq_from}; "
-                f"{r['parallelism']}; {r['techniques'] or 'eager'}; AC {r['activation_checkpointing'] or '-'}; {r['notes']}"
-            ),
-            "model_name": model,
-            "model_family": "llama",
-            "arch": "decoder",
-            "seq_len": seq,
-            "micro_batch_size": local,
-            "grad_accum_steps": 1,
-            "global_batch_size": gbs,
-            "precision": precision,
-            "optimizer": "adamw",
-            "activation_checkpointing": ac_value,
-            "includes_optimizer_step": True,
-            "gpu": gpu,
-            "gpu_name_raw": r["gpu"],
-            "num_gpus": n_gpus,
-            "num_nodes": get_gpu(gpu).servers_for(n_gpus),
-            "strategy": "fsdp",
-            "tensor_parallel": tp,
-            "pipeline_parallel": pp,
-            "context_parallel": cp,
-            "framework": "torchtitan",
-            "step_time_s": step,
-            "tokens_per_s": tps_gpu * n_gpus,
-            "samples_per_s": gbs / step,
-            "peak_memory_gb": memory * GIB_TO_GB if memory else None,
-            "reported_mfu": parse_percent(r["mfu"]),
-        }
         sink.add(
-            row,
             config={
                 k: r[k]
                 for k in (
@@ -167,5 +134,21 @@ def import_torchtitan_benchmarks(path: str | Path) -> ImportResult:
                     "derived_n_gpus",
                 )
             },
+            citation=r["source"] + f" (table '{r['table']}')",
+            hardware_id=r["gpu"],
+            notes=(
+                f"step_time_s = GBS*seq/(TPS_per_gpu*GPUs) = {gbs}*{seq}/({tps_gpu:g}*{n_gpus}); seq_len from {seq_from}; "
+                f"{r['parallelism']}; {r['techniques'] or 'eager'}; AC {r['activation_checkpointing'] or '-'}; {r['notes']}"
+            ),
+            model=(model, "llama"),
+            batch=Batch(local, gbs, seq),
+            precision=precision,
+            activation_checkpointing=ac_value,
+            layout=Layout(gpu, n_gpus, "fsdp", tp, pp, cp, gpu_name_raw=r["gpu"]),
+            framework="torchtitan",
+            step_time_s=step,
+            tokens_per_s=tps_gpu * n_gpus,
+            peak_memory_gb=memory * GIB_TO_GB if memory else None,
+            reported_mfu=parse_percent(r["mfu"]),
         )
     return sink.result()

@@ -14,6 +14,12 @@ dataset_app = typer.Typer(
 )
 
 
+_Path = Optional[Path]  # noqa: UP045 - typer needs Optional at runtime on Python 3.10
+"""A path option; None (not given) means the location `perfmodel.paths` gives, so the commands mean
+the same files wherever they are run from (<datasets> = $PERFMODEL_DATASETS or <root>/datasets)."""
+_SHARED = "(default: $PERFMODEL_PUBLIC_DATA or <root>/../shared/data/public)"
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(dataset_app, name="dataset")
 
@@ -21,18 +27,17 @@ def register(app: typer.Typer) -> None:
 @dataset_app.command("import-public")
 def import_public_command(
     public_dir: Annotated[
-        Optional[Path],  # noqa: UP045 - typer needs Optional at runtime on Python 3.10
-        typer.Option("--public-dir", help="Folder of public CSVs (default: ../shared/data/public)."),
+        _Path, typer.Option("--public-dir", help=f"Folder of public CSVs {_SHARED}.")
     ] = None,
-    out: Annotated[
-        Path, typer.Option("--out", help="Output folder for the parquet files and IMPORT_REPORT.md.")
-    ] = Path("datasets/public"),
+    out: Annotated[_Path, typer.Option("--out", help="Output folder (default: <datasets>/public).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Normalise the public training-throughput tables into datasets/public/*.parquet."""
-    from collectors.public import default_public_dir, write_public
+    from collectors.public import write_public
+    from perfmodel import paths
 
-    folder = public_dir or default_public_dir()
+    folder = public_dir or paths.shared_public_data_dir()
+    out = out or paths.public_dir()
     if not folder.is_dir():
         _common.fail(f"public data folder {folder} not found; pass --public-dir PATH")
     summary = write_public(folder, out)
@@ -56,15 +61,15 @@ def import_public_command(
 
 @dataset_app.command("build")
 def build_command(
-    raw: Annotated[Path, typer.Option("--raw", help="Folder of own collector shards.")] = Path(
-        "datasets/raw"
-    ),
-    public: Annotated[Path, typer.Option("--public", help="Folder of imported public parquet files.")] = Path(
-        "datasets/public"
-    ),
-    out: Annotated[Path, typer.Option("--out", help="Feature-table parquet to write.")] = Path(
-        "datasets/features.parquet"
-    ),
+    raw: Annotated[
+        _Path, typer.Option("--raw", help="Own collector shards (default: <datasets>/raw).")
+    ] = None,
+    public: Annotated[
+        _Path, typer.Option("--public", help="Public parquet files (default: <datasets>/public).")
+    ] = None,
+    out: Annotated[
+        _Path, typer.Option("--out", help="Table to write (default: <datasets>/features.parquet).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Merge own and public rows into the feature table and print its content hash."""
