@@ -1,12 +1,15 @@
 """Collectors: measure micro-benchmarks and real training slices on this machine's device and
-append them as feature-table rows under datasets/raw/.
+append them as feature-table rows to the collectors' folder (perfmodel.paths.raw_dir(),
+datasets/raw/ by default).
 
-    python -m collectors --profile quick          # or: perfmodel collect --profile quick
-    python -m collectors --profile gpu --budget-s 420
+    perfmodel collect --profile quick             # or: python -m collectors --profile quick
+    perfmodel collect --profile gpu --budget-s 420 --wait
 
 Modules follow the flow of a collection: `fingerprint` (who measures) -> `profiles` (what to
 measure, built from `configs`) -> `microbench` and `slices` (measuring, with `models` and
-`device`) -> `storage` (parquet shards) -> `harness` (the loop) -> `summary` (what is stored).
+`device`) -> `storage` (parquet shards) -> `harness` (the loop: it holds the folder's `lock`,
+reports through `progress`, and stops cleanly on the signals in `interrupts`) -> `summary` (what
+is stored).
 Importing this package does not import torch.
 """
 
@@ -20,8 +23,14 @@ if TYPE_CHECKING:
 __all__ = ["CollectResult", "collect"]
 
 
-def collect(profile: str, out_dir: str = "datasets/raw", budget_s: float | None = None, device: str | None = None, **kw: Any) -> CollectResult:
-    """Run a collection profile; see collectors.harness.collect."""
+def collect(
+    profile: str,
+    out_dir: str | None = None,
+    budget_s: float | None = None,
+    device: str | None = None,
+    **kw: Any,
+) -> CollectResult:
+    """Run a collection profile; see collectors.harness.collect (out_dir None: perfmodel.paths.raw_dir())."""
     from collectors.harness import collect as _collect
 
     return _collect(profile, out_dir=out_dir, budget_s=budget_s, device=device, **kw)

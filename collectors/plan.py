@@ -38,7 +38,7 @@ from collectors.configs import (
     row_fields,
     transformer_params,
 )
-from collectors.harness import MICROBENCH_BUDGET_FRACTION
+from collectors.harness import MICROBENCH_BUDGET_FRACTION, validate_budget_s
 from collectors.microbench import MicrobenchPlan
 from collectors.profiles import build_profile
 
@@ -186,7 +186,7 @@ def plan_profile(
     gpu_name = "cpu" if kind == "cpu" else get_gpu(device).name
     gpu = get_gpu(gpu_name)
     prof = build_profile(profile, kind, _supports(kind, gpu))
-    budget = prof.budget_s if budget_s is None else float(budget_s)
+    budget = prof.budget_s if budget_s is None else validate_budget_s(budget_s)
     setup = SETUP_S[kind] if setup_s is None else float(setup_s)
     done = _measured_here(out_dir) if kind == "cpu" and out_dir is not None else (None, set(), set())
     microbench = 0.0
@@ -200,7 +200,9 @@ def plan_profile(
     for config in prof.configs:
         label = config.describe()
         if done[0] is not None and make_row_id(done[0], config, "cpu") in done[1]:
-            planned.append(PlannedSlice(label=label, fate="measured", start_s=t, note="already measured on this host"))
+            planned.append(
+                PlannedSlice(label=label, fate="measured", start_s=t, note="already measured on this host")
+            )
             continue
         if t >= budget:
             planned.append(PlannedSlice(label=label, fate="after-budget", start_s=t))
@@ -271,7 +273,9 @@ def _supports(kind: str, gpu: GPUSpec) -> Callable[[str], bool]:
     return lambda precision: PRECISION_DTYPES.get(precision, precision) in gpu.peak_tflops
 
 
-def estimate_microbench_s(plan: MicrobenchPlan, gpu: GPUSpec, skip: set[tuple[str, str, str]] | None = None) -> float:
+def estimate_microbench_s(
+    plan: MicrobenchPlan, gpu: GPUSpec, skip: set[tuple[str, str, str]] | None = None
+) -> float:
     """Projected wall time of the micro-benchmark `plan` on `gpu` in s (see the module docstring);
     `skip` holds (bench, dtype, shape) keys already measured."""
     from types import SimpleNamespace

@@ -8,13 +8,14 @@ activations of the training steps. An out-of-memory failure, while
 building or stepping, becomes a row with status 'oom'; any other failure a row with status
 'error' (KeyboardInterrupt always propagates).
 
-Achieved TFLOP/s of transformer slices uses the project's pinned convention (PaLM, Chowdhery et
-al. 2022, appendix B): training FLOPs per token = 6 * N + 12 * L * d * s, N = parameters outside
-the embedding tables (the LM head counts), attention counted non-causal. With a frozen base (LoRA)
-the frozen weights get no weight-gradient matmuls: 4 * N + 2 * N_trainable. Recomputation from
-activation checkpointing is not counted (model FLOPs, as MFU is defined).
-CNN and MLP slices use 3 x forward FLOPs (forward + backward at twice the forward), with forward
-FLOPs counted by torch.utils.flop_counter.FlopCounterMode.
+Achieved TFLOP/s come from perfmodel's one FLOP convention, perfmodel.analytic.flops
+(`compute_step_flops(...).model_flops_per_step` on the Workload the slice ran, rebuilt from its
+row; see perfmodel/analytic/conventions.py): 6 * N + 12 * L * d * s per token (PaLM appendix B),
+N the matmul weights (blocks + LM head), attention non-causal; a frozen (LoRA) base gets no
+weight-gradient matmuls (4 * N); recomputation is not counted (model FLOPs, as MFU is defined).
+CNN and MLP slices count 3 x the forward FLOPs torch.utils.flop_counter.FlopCounterMode measured
+on the built model. MFU (`reported_mfu`) = achieved TFLOP/s / the dense datasheet peak of the
+compute dtype (perfmodel.catalog) on a GPU; a CPU has no datasheet peak, so CPU rows have none.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import perfmodel
-from collectors.configs import LUDWIG_GBM_PARAMS, SliceConfig, make_row_id, predicted_oom, row_fields
+from collectors.configs import (
+    LUDWIG_GBM_PARAMS,
+    SliceConfig,
+    make_row_id,
+    make_run_group,
+    predicted_oom,
+    row_fields,
+)
 from collectors.device import CpuDevice, Device, fp32_matmul_mode, is_oom
 from collectors.fingerprint import Fingerprint
 
@@ -60,8 +68,9 @@ class PreparedSlice:
     device: Device
     """Where it runs (the CPU for LightGBM slices, whatever the collection device)."""
     facts: dict[str, Any] = field(default_factory=dict)
-    """Row fields known from the built model: params_total, dims, flops_per_step_model,
-    tokens_per_step, samples_per_step, forward_gflops_per_sample, notes."""
+    """Row fields known from the built model: params_total, trainable_params, tokens_per_step,
+    samples_per_step, forward_gflops_per_sample (CNN/MLP), activation_mb_per_sample, notes. FLOPs
+    are not here: slice_row derives them from the configuration (perfmodel.analytic.flops)."""
 
 
 Prepare = Callable[[SliceConfig, Device], PreparedSlice]
@@ -88,8 +97,12 @@ def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
     model = models.build_model(config, device.torch_device)
     facts: dict[str, Any] = {}
     if config.kind in ("resnet", "mlp"):  # measured before any cast or adapter, in fp32
-        facts["forward_gflops_per_sample"] = models.forward_gflops_per_sample(model, device.torch_device, torch.float32)
-        facts["activation_mb_per_sample"] = models.activation_mb_per_sample(model, device.torch_device, torch.float32)
+        facts["forward_gflops_per_sample"] = models.forward_gflops_per_sample(
+            model, device.torch_device, torch.float32
+        )
+        facts["activation_mb_per_sample"] = models.activation_mb_per_sample(
+            model, device.torch_device, torch.float32
+        )
     if dtype != torch.float32:
         model.to(dtype)
     if config.lora_r:
@@ -124,16 +137,11 @@ def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
 
     n_total = sum(p.numel() for p in model.parameters())
     n_trainable = sum(p.numel() for p in trainable)
-    facts.update(params_total=float(n_total), trainable_params=n_trainable, samples_per_step=config.micro_batch_size)
+    facts.update(
+        params_total=float(n_total), trainable_params=n_trainable, samples_per_step=config.micro_batch_size
+    )
     if config.is_transformer:
-        n = n_total - model.embedding_params()  # type: ignore[operator]
-        L, d, s = config.num_layers or 0, config.hidden_size or 0, config.seq_len or 0
-        # PaLM appendix B: 6N + 12*L*d*s per token; frozen weights: no weight-gradient matmuls.
-        weight_flops = 6 * n if not config.lora_r else 4 * n + 2 * n_trainable
-        facts["flops_per_step_model"] = (weight_flops + 12 * L * d * s) * s * config.micro_batch_size
-        facts["tokens_per_step"] = s * config.micro_batch_size
-    else:
-        facts["flops_per_step_model"] = 3 * facts["forward_gflops_per_sample"] * 1e9 * config.micro_batch_size
+        facts["tokens_per_step"] = (config.seq_len or 0) * config.micro_batch_size
     return PreparedSlice(step=step, device=device, facts=facts)
 
 
@@ -146,10 +154,14 @@ def _prepare_lightgbm(config: SliceConfig, device: Device) -> PreparedSlice:
     x = rng.standard_normal((rows, features), dtype=np.float32)
     logits = x[:, : min(8, features)].sum(axis=1) + 0.5 * rng.standard_normal(rows).astype(np.float32)
     y = (logits > 0).astype(np.float32)
-    threads = config.cpu_threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    threads = config.cpu_threads or (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     params = {**LUDWIG_GBM_PARAMS, "num_threads": threads, "seed": 0}
     t0 = time.perf_counter()
-    booster = lgb.Booster(params=params, train_set=lgb.Dataset(x, y, params={"max_bin": params["max_bin"], "verbose": -1}))
+    booster = lgb.Booster(
+        params=params, train_set=lgb.Dataset(x, y, params={"max_bin": params["max_bin"], "verbose": -1})
+    )
     construct_s = time.perf_counter() - t0
 
     def step() -> None:
@@ -240,7 +252,10 @@ def run_slice(
             built = True
             times = measure(prepared, config, clock=clock, deadline=deadline, max_config_s=max_config_s)
         result = Measurement(
-            status="ok", step_times_s=times, peak_memory_gb=prepared.device.peak_memory_gb(), load_avg_1m=_load_avg()
+            status="ok",
+            step_times_s=times,
+            peak_memory_gb=prepared.device.peak_memory_gb(),
+            load_avg_1m=_load_avg(),
         )
     except (BudgetExhausted, TooSlow, KeyboardInterrupt):
         raise
@@ -250,7 +265,9 @@ def run_slice(
         if is_oom(exc):
             where = "in the training steps" if built else "while building the model"
             peak = slice_device.peak_memory_gb() if built else None
-            result = Measurement(status="oom", peak_memory_gb=peak, notes=f"out of memory {where}: {_one_line(exc)}")
+            result = Measurement(
+                status="oom", peak_memory_gb=peak, notes=f"out of memory {where}: {_one_line(exc)}"
+            )
         else:
             result = Measurement(status="error", notes=f"{type(exc).__name__}: {_one_line(exc)}")
     finally:
@@ -274,6 +291,47 @@ def _one_line(exc: BaseException) -> str:
 # --- rows --------------------------------------------------------------------------------------
 
 
+def model_flops_per_step(config: SliceConfig, facts: dict[str, Any]) -> tuple[float | None, str | None]:
+    """(model FLOPs of one optimizer step, compute dtype) of a slice by perfmodel's convention:
+    perfmodel.analytic.flops.compute_step_flops on the Workload its row describes (read by
+    perfmodel.codec). (None, None) for LightGBM, or when the row cannot be costed (a CNN/MLP
+    without its measured forward FLOPs)."""
+    from perfmodel.analytic.flops import compute_step_flops
+    from perfmodel.codec import workload_from_row
+    from perfmodel.errors import PerfModelError
+    from perfmodel.workload import GPUSpec
+
+    if config.kind == "lightgbm":
+        return None, None
+    row = {
+        **row_fields(config),
+        "params_total": facts.get("params_total"),
+        "forward_gflops_per_sample": facts.get("forward_gflops_per_sample"),
+        "gpu": "device",
+    }
+    # FLOPs do not depend on the device; this one only lets every slice precision validate.
+    device = GPUSpec(name="device", peak_tflops=dict.fromkeys(("fp32", "tf32", "bf16", "fp16", "fp8"), 1.0))
+    try:
+        workload = workload_from_row(row, gpu=device)
+    except PerfModelError:
+        return None, None
+    flops = compute_step_flops(workload).model_flops_per_step
+    return (flops or None), workload.training.compute_dtype
+
+
+def _datasheet_peak_tflops(gpu: str, compute_dtype: str | None) -> float | None:
+    """Dense datasheet peak TFLOP/s of `gpu` (catalog key) for `compute_dtype`, None if unknown."""
+    from perfmodel.catalog import get_gpu
+    from perfmodel.errors import PerfModelError
+
+    if not compute_dtype:
+        return None
+    try:
+        return get_gpu(gpu).peak_for(compute_dtype)
+    except PerfModelError:
+        return None
+
+
 def slice_row(
     config: SliceConfig,
     measurement: Measurement,
@@ -292,22 +350,29 @@ def slice_row(
     std = statistics.stdev(times) if ok and len(times) > 1 else None
     samples = facts.get("samples_per_step") or config.micro_batch_size
     tokens = facts.get("tokens_per_step")
-    flops = facts.get("flops_per_step_model")
     is_gbm = config.kind == "lightgbm"
     on_gpu = device_kind == "cuda" and not is_gbm
+    flops, compute_dtype = model_flops_per_step(config, facts) if ok else (None, None)
+    achieved_tflops = flops / median / 1e12 if median and flops else None
+    peak = _datasheet_peak_tflops(fingerprint.gpu, compute_dtype) if on_gpu and achieved_tflops else None
     notes = [n for n in (measurement.notes, facts.get("notes")) if n]
     if ok and std is not None and median and std / median > NOISY_CV:
         notes.append(f"noisy: step-time coefficient of variation {std / median:.2f} > {NOISY_CV}")
     if measurement.load_avg_1m is not None:  # other processes on the host perturb CPU timings
-        notes.append(f"host load average (1 min) {measurement.load_avg_1m:.2f} on {fingerprint.cpu_cores} cores")
+        notes.append(
+            f"host load average (1 min) {measurement.load_avg_1m:.2f} on {fingerprint.cpu_cores} cores"
+        )
     if ok and measurement.peak_memory_gb is not None:
         notes.append(f"peak memory: {CpuDevice.peak_memory_method if is_gbm else peak_memory_method}")
     if config.kind == "resnet":
         notes.append(f"image 3x{config.image_size}x{config.image_size}, {config.num_classes} classes")
     if config.kind == "mlp":
-        notes.append(f"{config.in_features} input features, {config.num_layers} x {config.hidden_size} hidden")
+        notes.append(
+            f"{config.in_features} input features, {config.num_layers} x {config.hidden_size} hidden"
+        )
     row: dict[str, Any] = {
         "row_id": make_row_id(fingerprint.hardware_id, config, device_kind),
+        "run_group": make_run_group(fingerprint.hardware_id, config, device_kind),
         "source": "perfmodel-collector",
         "citation": f"perfmodel collectors v{perfmodel.__version__} on {fingerprint.hardware_id}",
         "source_kind": "own",
@@ -332,8 +397,8 @@ def slice_row(
         "tokens_per_s": tokens / median if median and tokens else None,
         "samples_per_s": samples / median if median else None,
         "peak_memory_gb": measurement.peak_memory_gb,
-        "achieved_tflops_per_gpu": flops / median / 1e12 if median and flops else None,
-        "reported_mfu": None,
+        "achieved_tflops_per_gpu": achieved_tflops,
+        "reported_mfu": achieved_tflops / peak if achieved_tflops and peak else None,
         "repeat_index": config.repeat_index,
     }
     return row

@@ -8,20 +8,44 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
 
 
 def test_collect_is_registered_without_importing_torch():
-    code = ("import sys, perfmodel.cli.commands_collect, collectors; "
-            "print([m for m in ('torch', 'lightgbm', 'pandas') if m in sys.modules])")
+    code = (
+        "import sys, perfmodel.cli.commands_collect, collectors; "
+        "print([m for m in ('torch', 'lightgbm', 'pandas') if m in sys.modules])"
+    )
     assert run("-c", code).stdout.strip() == "[]"
     res = run("-m", "perfmodel", "collect", "--help")
     assert res.returncode == 0 and "--profile" in res.stdout and "--budget-s" in res.stdout
+
+
+def test_one_entry_point_one_set_of_flags():
+    module, command = run("-m", "collectors", "--help"), run("-m", "perfmodel", "collect", "--help")
+    assert module.returncode == command.returncode == 0
+    assert module.stdout == command.stdout  # python -m collectors is perfmodel collect
+    for flag in (
+        "--profile",
+        "--out",
+        "--budget-s",
+        "--device",
+        "--wait",
+        "--plan",
+        "--gpu",
+        "--summary",
+        "--json",
+    ):
+        assert flag in command.stdout
 
 
 def test_bad_profile_is_a_usage_error():
@@ -31,7 +55,9 @@ def test_bad_profile_is_a_usage_error():
 
 def test_gpu_profile_on_a_cpu_fails_in_one_line(tmp_path):
     res = run("-m", "perfmodel", "collect", "--profile", "gpu", "--device", "cpu", "--out", str(tmp_path))
-    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1].startswith("error: profile 'gpu' needs a CUDA")
+    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1].startswith(
+        "error: profile 'gpu' needs a CUDA"
+    )
 
 
 def test_module_entry_point_reports_errors_with_exit_1(tmp_path, capsys):
@@ -41,8 +67,20 @@ def test_module_entry_point_reports_errors_with_exit_1(tmp_path, capsys):
     assert "needs a CUDA device" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_quick_with_a_tiny_budget_stops_cleanly(tmp_path):
-    res = run("-m", "perfmodel", "collect", "--profile", "quick", "--out", str(tmp_path), "--budget-s", "1", "--json")
+    res = run(
+        "-m",
+        "perfmodel",
+        "collect",
+        "--profile",
+        "quick",
+        "--out",
+        str(tmp_path),
+        "--budget-s",
+        "1",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["stopped"] == "budget" and data["profile"] == "quick"

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import re
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
+import perfmodel
 from collectors import fingerprint as fpm
 from collectors.fingerprint import GpuInfo, collect_fingerprint
+from collectors.storage import parse_shard_name, write_fingerprint
 
 
 def h200(**kw) -> GpuInfo:
-    return GpuInfo(**{"name": "NVIDIA H200", "memory_total_mib": 143771, "sm_count": 132, "compute_capability": "9.0",
-                      "power_limit_w": 700.0, "driver_version": "550.54.15", "cuda_driver_version": "12.4", **kw})
+    return GpuInfo(
+        **{
+            "name": "NVIDIA H200",
+            "memory_total_mib": 143771,
+            "sm_count": 132,
+            "compute_capability": "9.0",
+            "power_limit_w": 700.0,
+            "driver_version": "550.54.15",
+            "cuda_driver_version": "12.4",
+            **kw,
+        }
+    )
 
 
 def test_gpu_fingerprint_from_a_fake_query():
@@ -22,7 +38,9 @@ def test_gpu_fingerprint_from_a_fake_query():
     assert fp.kind == "cuda" and fp.gpu_count == 1 and fp.gpu_name == "NVIDIA H200"
     assert re.fullmatch(r"h200-1x-[0-9a-f]{6}", fp.hardware_id)
     assert fp.gpu == "H200"  # catalog key
-    assert fp.gpu_memory_gb == pytest.approx(150.8, abs=0.1) and fp.sm_count == 132 and fp.power_limit_w == 700
+    assert (
+        fp.gpu_memory_gb == pytest.approx(150.8, abs=0.1) and fp.sm_count == 132 and fp.power_limit_w == 700
+    )
     assert fp.cpu_cores >= 1 and fp.torch_version and fp.to_dict()["hardware_id"] == fp.hardware_id
 
 
@@ -32,7 +50,9 @@ def test_hardware_id_is_stable_and_tracks_identity_not_software():
     assert collect_fingerprint(lambda: [h200(driver_version="560.1", power_limit_w=600)]).hardware_id == base
     two = collect_fingerprint(lambda: [h200(), h200()]).hardware_id
     assert two.startswith("h200-2x-") and two[-6:] != base[-6:]
-    other = collect_fingerprint(lambda: [h200(name="NVIDIA H100 80GB HBM3", memory_total_mib=81559, sm_count=132)])
+    other = collect_fingerprint(
+        lambda: [h200(name="NVIDIA H100 80GB HBM3", memory_total_mib=81559, sm_count=132)]
+    )
     assert other.hardware_id.startswith("h100-80gb-hbm3-1x-") and other.gpu == "H100-SXM"
 
 
@@ -46,9 +66,48 @@ def test_no_gpu_or_failing_query_gives_a_cpu_fingerprint():
         assert re.fullmatch(rf"cpu-{fp.cpu_cores}c-[0-9a-f]{{6}}", fp.hardware_id)
 
 
-def test_default_query_on_this_machine_does_not_raise():
-    fp = collect_fingerprint()
-    assert fp.kind in ("cpu", "cuda") and fp.hardware_id
+def test_the_cpu_part_describes_this_host():
+    # Independent readings of this machine: the cores this process may use and /proc/meminfo.
+    fp = collect_fingerprint(lambda: [])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert fp.cpu_cores == cores and fp.hardware_id.startswith(f"cpu-{cores}c-")
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        total_kb = int(
+            next(x for x in meminfo.read_text().splitlines() if x.startswith("MemTotal")).split()[1]
+        )
+        assert fp.host_memory_gb == pytest.approx(total_kb * 1024 / 1e9, abs=0.06)
+    assert fp.python_version == platform.python_version() and fp.collector_version == perfmodel.__version__
+    assert fp.gpu_memory_gb == 0 and fp.sm_count == 0 and fp.driver_version == ""
+
+
+def test_identical_hosts_share_an_id_and_a_different_cpu_does_not(monkeypatch):
+    monkeypatch.setattr(fpm, "_cpu_facts", lambda: ("AMD EPYC 9654 96-Core Processor", 192, 1511.6))
+    a = collect_fingerprint(lambda: [h200()])
+    monkeypatch.setattr(
+        fpm, "_cpu_facts", lambda: ("AMD EPYC 9654 96-Core Processor", 192, 1511.9)
+    )  # same, rounded
+    assert collect_fingerprint(lambda: [h200()]).hardware_id == a.hardware_id
+    monkeypatch.setattr(fpm, "_cpu_facts", lambda: ("Intel(R) Xeon(R) Platinum 8480+", 224, 2063.7))
+    b = collect_fingerprint(lambda: [h200()])
+    assert b.hardware_id != a.hardware_id and b.hardware_id.startswith("h200-1x-")
+    assert collect_fingerprint(lambda: []).hardware_id.startswith("cpu-224c-")
+
+
+def test_any_device_name_gives_an_id_that_names_a_shard(tmp_path):
+    # Shard file names carry the id (collectors.storage): odd driver names must still parse.
+    for name in (
+        "NVIDIA GeForce RTX 4090 D",
+        "NVIDIA A100-SXM4-80GB",
+        "Tesla V100-PCIE-32GB (rev a1)",
+        "GPU_X/1",
+    ):
+        fp = collect_fingerprint(lambda name=name: [h200(name=name)])
+        assert re.fullmatch(r"[a-z0-9-]+", fp.hardware_id), fp.hardware_id
+        info = parse_shard_name(Path(f"quick__{fp.hardware_id}__20260101__001-42.parquet"))
+        assert info is not None and info["hw"] == fp.hardware_id
+        path = write_fingerprint(tmp_path, fp)
+        assert json.loads(path.read_text()) == fp.to_dict()
 
 
 def test_nvml_query_reads_a_faked_pynvml(monkeypatch):
@@ -78,8 +137,16 @@ def test_nvml_query_reads_a_faked_pynvml(monkeypatch):
     monkeypatch.setattr(fpm, "_torch_device_props", lambda: ([132, 132], ["9.0", "9.0"]))
     infos = fpm.query_gpus_nvml()
     assert len(infos) == 2
-    assert infos[0] == GpuInfo(name="NVIDIA H200", memory_total_mib=143771, sm_count=132, compute_capability="9.0",
-                               max_sm_clock_mhz=1980, max_mem_clock_mhz=3201, power_limit_w=0.0,
-                               driver_version="550.54.15", cuda_driver_version="12.4")
+    assert infos[0] == GpuInfo(
+        name="NVIDIA H200",
+        memory_total_mib=143771,
+        sm_count=132,
+        compute_capability="9.0",
+        max_sm_clock_mhz=1980,
+        max_mem_clock_mhz=3201,
+        power_limit_w=0.0,
+        driver_version="550.54.15",
+        cuda_driver_version="12.4",
+    )
     fp = collect_fingerprint()  # the default query goes through the faked pynvml
     assert fp.kind == "cuda" and fp.gpu_count == 2 and fp.hardware_id.startswith("h200-2x-")
