@@ -8,10 +8,11 @@ dataclasses; range checks raise `ConfigError` naming the dotted field.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, quote
 
 PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8")
 """Training precisions. `amp_*` = fp32 master weights with autocast matmuls; bare `bf16`/`fp16` =
@@ -20,22 +21,157 @@ Engine style) with bf16 weights and fp32 master copy."""
 
 STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
+ATTENTION_KERNELS = ("sdpa", "flash", "eager")
 ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
+FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm")
+"""Software-stack families the learned model knows by name (any other framework is 'other')."""
+
+
+@dataclass(frozen=True)
+class FieldRange:
+    """The physically plausible values of one numeric field (inclusive bounds)."""
+
+    low: float
+    """Smallest value allowed (excluded when `low_open`)."""
+    high: float
+    """Largest value allowed."""
+    low_open: bool = False
+    """True when `low` itself is not allowed (e.g. epochs > 0)."""
+
+    def contains(self, value: float) -> bool:
+        return (value > self.low if self.low_open else value >= self.low) and value <= self.high
+
+    def describe(self) -> str:
+        """'between 1 and 1,024' or '> 0 and <= 1,000,000'."""
+        if self.low_open:
+            return f"> {_fmt_bound(self.low)} and <= {_fmt_bound(self.high)}"
+        return f"between {_fmt_bound(self.low)} and {_fmt_bound(self.high)}"
+
+
+def _fmt_bound(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) <= 1e9 else f"{value:g}"
+
+
+FIELD_RANGES: dict[str, FieldRange] = {
+    # model: the largest published transformers are ~3e4 wide, ~200 layers deep, 2.6e5-token vocabularies.
+    "model.hidden_size": FieldRange(1, 1 << 20),
+    "model.num_layers": FieldRange(1, 10_000),
+    "model.num_heads": FieldRange(1, 1 << 16),
+    "model.num_kv_heads": FieldRange(1, 1 << 16),
+    "model.head_dim": FieldRange(1, 1 << 16),
+    "model.ffn_hidden_size": FieldRange(1, 1 << 24),
+    "model.vocab_size": FieldRange(0, 10_000_000),
+    "model.num_experts": FieldRange(1, 1 << 20),
+    "model.experts_per_token": FieldRange(1, 1 << 20),
+    "model.learned_pos_embeddings": FieldRange(0, 1 << 27),
+    "model.params_total": FieldRange(1, 1e15),
+    "model.forward_gflops_per_sample": FieldRange(0, 1e9, low_open=True),
+    "model.activation_mb_per_sample": FieldRange(0, 1e7),
+    # training
+    "training.seq_len": FieldRange(1, 1 << 27),
+    "training.micro_batch_size": FieldRange(1, 1_000_000_000),  # recommenders: 16 M (user, item) pairs per GPU
+    "training.grad_accum_steps": FieldRange(1, 1_000_000),
+    "training.lora_r": FieldRange(1, 1 << 16),
+    "training.lora_target_modules": FieldRange(1, 1_000),
+    "training.trainable_fraction": FieldRange(0, 1),
+    "training.tokens": FieldRange(1, 1e17),
+    "training.samples": FieldRange(1, 1e15),
+    "training.epochs": FieldRange(0, 1_000_000, low_open=True),
+    "training.steps": FieldRange(0, 1e12),
+    "training.eval_fraction": FieldRange(0, 100),
+    "training.gbm_rows": FieldRange(1, 1e12),
+    "training.gbm_features": FieldRange(1, 10_000_000),
+    "training.gbm_rounds": FieldRange(1, 100_000_000),
+    # hardware: the largest training clusters hold ~2e5 accelerators.
+    "hardware.num_gpus": FieldRange(1, 1_000_000),
+    "hardware.num_nodes": FieldRange(1, 1_000_000),
+    "hardware.tensor_parallel": FieldRange(1, 1_000_000),
+    "hardware.pipeline_parallel": FieldRange(1, 1_000_000),
+    "hardware.context_parallel": FieldRange(1, 1_000_000),
+    "hardware.price_per_gpu_hour": FieldRange(0, 10_000),
+}
+"""Allowed range of every numeric field of ModelSpec, TrainingSpec and ParallelSpec, by dotted
+config path. Generous on purpose (orders of magnitude beyond anything trained today): they exist
+to refuse typos and overflows (1e300, 1e9 GPUs), not to judge a design."""
+
+FIELD_CHOICES: dict[str, tuple[Any, ...]] = {
+    "model.arch": ARCHS,
+    "training.precision": PRECISIONS,
+    "training.optimizer": OPTIMIZERS,
+    "training.attention_kernel": ATTENTION_KERNELS,
+    "training.quantization_bits": (4, 8),
+    "hardware.strategy": STRATEGIES,
+}
+"""Allowed values of every enumerated field, by dotted config path."""
+
+
+def choice_problem(path: str, value: Any, allowed: tuple[Any, ...]) -> str | None:
+    """Why `value` is not one of `allowed` (with close matches), or None."""
+    if value in allowed:
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(str(value).lower(), [str(a) for a in allowed], n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{path} must be one of {', '.join(str(a) for a in allowed)}; got {quote(value)}{hint}"
+
+
+def field_problem(path: str, value: Any) -> str | None:
+    """Why `value` is not allowed at the dotted config `path` (not a finite number, outside
+    FIELD_RANGES, or not one of FIELD_CHOICES), or None when it is allowed or the path has no rule."""
+    if value is None:
+        return None
+    if path in FIELD_CHOICES:
+        return choice_problem(path, value, FIELD_CHOICES[path])
+    rng = FIELD_RANGES.get(path)
+    if rng is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{path} must be a number, got {quote(value)}"
+    if isinstance(value, float) and not math.isfinite(value):  # ints are always finite (and exact)
+        return f"{path} must be a finite number, got {value!r}"
+    if not rng.contains(value):
+        return f"{path} must be {rng.describe()}, got {_fmt_value(value)}"
+    return None
+
+
+def _fmt_value(value: float) -> str:
+    if isinstance(value, int) and abs(value) >= 1e15:
+        return f"{float(value):.3g}" if abs(value) < 1e308 else quote(value, 24)
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _check_range(path: str, value: Any) -> None:
+    problem = field_problem(path, value)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _check_positive(path: str, value: float | int | None, *, allow_zero: bool = False) -> None:
+    """A finite number > 0 (>= 0 with allow_zero), inside FIELD_RANGES[path] when it has one."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{path} must be a number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{path} must be a number, got {quote(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{path} must be a finite number, got {value!r}")
+    if path in FIELD_RANGES:
+        _check_range(path, value)
+    elif value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ConfigError(f"{path} must be {bound}, got {value!r}")
 
 
-def _check_choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{path} must be one of {', '.join(allowed)}; got {value!r}")
+def _check_fields(spec: Any, section: str) -> None:
+    """Every field of a spec against FIELD_RANGES / FIELD_CHOICES (the first problem raises)."""
+    for f in dataclasses.fields(spec):
+        _check_range(f"{section}.{f.name}", getattr(spec, f.name))
+
+
+def _check_choice(path: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    problem = choice_problem(path, value, allowed)
+    if problem:
+        raise ConfigError(problem)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,14 +221,7 @@ class ModelSpec:
     """Where the numbers come from."""
 
     def __post_init__(self) -> None:
-        _check_choice("model.arch", self.arch, ARCHS)
-        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidden_size", "head_dim"):
-            _check_positive(f"model.{name}", getattr(self, name))
-        _check_positive("model.vocab_size", self.vocab_size, allow_zero=True)
-        _check_positive("model.num_experts", self.num_experts)
-        _check_positive("model.experts_per_token", self.experts_per_token)
-        _check_positive("model.params_total", self.params_total)
-        _check_positive("model.forward_gflops_per_sample", self.forward_gflops_per_sample)
+        _check_fields(self, "model")
         if self.experts_per_token > self.num_experts:
             raise ConfigError(
                 f"model.experts_per_token ({self.experts_per_token}) cannot exceed "
@@ -167,6 +296,13 @@ class TrainingSpec:
     fused_cross_entropy: bool = False
     """Fused/chunked linear cross-entropy (Liger-Kernel, torchtune chunked loss): the full
     (tokens x vocab) logits are never materialised."""
+    attention_kernel: str = "sdpa"
+    """Attention implementation: one of ATTENTION_KERNELS. 'sdpa' (PyTorch scaled_dot_product_attention,
+    Hugging Face's default) and 'flash' (FlashAttention 2/3) never materialise the s x s scores;
+    'eager' (the math path) writes and reads them in forward and backward."""
+    torch_compile: bool = False
+    """Model wrapped in torch.compile: elementwise work fused into fewer kernels (less memory
+    traffic, fewer launches)."""
     trainable_fraction: float | None = None
     """Fraction of parameters that get gradients when not LoRA (e.g. 0 for a frozen encoder)."""
     tokens: float | None = None
@@ -187,24 +323,7 @@ class TrainingSpec:
     """Boosting rounds (gradient-boosted trees)."""
 
     def __post_init__(self) -> None:
-        _check_positive("training.seq_len", self.seq_len)
-        _check_positive("training.micro_batch_size", self.micro_batch_size)
-        _check_positive("training.grad_accum_steps", self.grad_accum_steps)
-        _check_choice("training.precision", self.precision, PRECISIONS)
-        _check_choice("training.optimizer", self.optimizer, OPTIMIZERS)
-        _check_positive("training.lora_r", self.lora_r)
-        _check_positive("training.tokens", self.tokens)
-        _check_positive("training.samples", self.samples)
-        _check_positive("training.epochs", self.epochs)
-        _check_positive("training.steps", self.steps, allow_zero=True)
-        _check_positive("training.eval_fraction", self.eval_fraction, allow_zero=True)
-        if self.quantization_bits is not None and self.quantization_bits not in (4, 8):
-            raise ConfigError(f"training.quantization_bits must be 4 or 8, got {self.quantization_bits!r}")
-        if self.trainable_fraction is not None and not 0 <= self.trainable_fraction <= 1:
-            raise ConfigError(
-                f"training.trainable_fraction must be between 0 and 1, got {self.trainable_fraction!r}"
-            )
-
+        _check_fields(self, "training")
     @property
     def is_half(self) -> bool:
         return self.precision in ("bf16", "fp16")
@@ -236,14 +355,13 @@ class ParallelSpec:
     torchtitan's dp_shard_cp mesh)."""
     cpu_offload: bool = False
     """Optimizer state (and for zero3 parameters) offloaded to host memory."""
+    price_per_gpu_hour: float | None = None
+    """On-demand price of one accelerator for one hour, in USD; None: the default price of
+    perfmodel/catalog/prices.yaml (`perfmodel.decide.cost`)."""
 
     def __post_init__(self) -> None:
-        _check_positive("hardware.num_gpus", self.num_gpus)
-        _check_positive("hardware.num_nodes", self.num_nodes)
-        _check_positive("hardware.tensor_parallel", self.tensor_parallel)
-        _check_positive("hardware.pipeline_parallel", self.pipeline_parallel)
-        _check_positive("hardware.context_parallel", self.context_parallel)
-        _check_choice("hardware.strategy", self.strategy, STRATEGIES)
+        _check_fields(self, "hardware")
+        _check_positive("hardware.price_per_gpu_hour", self.price_per_gpu_hour, allow_zero=True)
         if self.num_gpus % self.num_nodes:
             raise ConfigError(
                 f"hardware.num_gpus ({self.num_gpus}) must be a multiple of hardware.num_nodes ({self.num_nodes})"

@@ -358,3 +358,128 @@ def test_gpu_counts_map_to_servers_by_the_catalogs_gpus_per_server():
 
     assert [get_gpu("H100-SXM").servers_for(n) for n in (1, 8, 12, 512)] == [1, 1, 2, 64]
     assert [get_gpu("GB200").servers_for(n) for n in (4, 128)] == [1, 32]  # NVL72 compute trays of 4
+
+
+# --- extra accelerators for tests, names that resolve, the Hugging Face cache, measured hosts -----
+
+
+def test_extra_gpus_resolve_only_inside_the_block() -> None:
+    from perfmodel.catalog import use_extra_gpus
+
+    fake = GPUSpec(name="synth-z1", memory_gb=24.0, peak_tflops={"bf16": 100.0}, aliases=("z1",))
+    shadow = GPUSpec(name="T4", memory_gb=1.0, peak_tflops={"fp16": 1.0})
+    assert resolve_gpu_key("synth-z1") is None
+    with use_extra_gpus([fake]):
+        assert get_gpu("SYNTH-Z1") is fake and get_gpu("z1") is fake
+        assert "synth-z1" in gpu_names() and gpu_names()[-1] == "cpu"
+        with use_extra_gpus([shadow]):  # blocks nest; an extra shadows a catalog key inside its block
+            assert get_gpu("t4").memory_gb == 1.0 and get_gpu("synth-z1") is fake
+        assert get_gpu("T4").memory_gb == 16.0
+    assert "synth-z1" not in gpu_names()
+    with pytest.raises(CatalogError):
+        get_gpu("synth-z1")
+
+
+def test_extra_gpus_are_removed_when_the_block_raises() -> None:
+    from perfmodel.catalog import use_extra_gpus
+
+    with pytest.raises(RuntimeError), use_extra_gpus([GPUSpec(name="synth-z2")]):
+        raise RuntimeError("boom")
+    assert resolve_gpu_key("synth-z2") is None
+
+
+def test_unknown_gpu_suggests_the_whole_family_first() -> None:
+    family = [p.stem for p in GPU_FILES if "a100" in p.stem.lower()]
+    assert len(family) >= 4  # the oracle: the catalog's own file names
+    with pytest.raises(CatalogError) as err:
+        get_gpu("A100")
+    suggested = str(err.value).split("did you mean ", 1)[1].split("?")[0].split(", ")
+    assert set(suggested[: len(family)]) == set(family)
+
+
+def test_alias_resolution_is_reported_with_the_other_variants() -> None:
+    from perfmodel.catalog import gpu_resolution_note
+
+    assert get_gpu("H100").name == "H100-SXM"
+    note = gpu_resolution_note("H100")
+    assert note is not None and "H100 resolved to H100-SXM" in note
+    assert "H100-PCIe" in note and "H100-NVL" in note
+    assert gpu_resolution_note("h100-sxm") is None  # the key itself, in any case, needs no note
+    assert gpu_resolution_note("nosuch") is None
+
+
+def _hf_cache(root: Path, repo_id: str, cfg: dict) -> None:
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "abc123" / "config.json").write_text(json.dumps(cfg))
+
+
+def test_hugging_face_ids_resolve_from_the_local_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    deberta = {"_name_or_path": "/home/someone/secret-run", "model_type": "deberta-v2", "hidden_size": 768,
+               "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 128100,
+               "hidden_act": "gelu", "max_position_embeddings": 512}
+    _hf_cache(tmp_path, "microsoft/deberta-v3-base", deberta)
+    model = get_model("microsoft/deberta-v3-base")
+    assert (model.hidden_size, model.num_layers, model.vocab_size, model.arch) == (768, 12, 128100, "encoder")
+    assert model.name == "microsoft/deberta-v3-base"  # named by the id, not by text inside the file
+    assert "local Hugging Face cache" in model.source and "secret-run" not in model.source
+    assert get_model("meta-llama/Llama-2-7b-hf").name == "llama2-7b"  # the catalog still comes first
+    with pytest.raises(CatalogError, match="local Hugging Face cache"):
+        get_model("microsoft/deberta-v3-large")  # not cached: no download
+
+
+def test_hf_config_names_come_from_the_folder_not_the_file(tmp_path: Path) -> None:
+    (tmp_path / "my-model").mkdir()
+    _write(tmp_path / "my-model" / "config.json", {"_name_or_path": "/private/path", "model_type": "gpt2",
+                                                   "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100})
+    assert get_model(str(tmp_path / "my-model")).name == "my-model"
+
+
+def test_relative_model_paths_resolve_against_the_base_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    (tmp_path / "configs" / "tiny").mkdir(parents=True)
+    _write(tmp_path / "configs" / "tiny" / "config.json", cfg)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert get_model("tiny", base_dir=tmp_path / "configs").hidden_size == 64
+    with pytest.raises(CatalogError):
+        get_model("tiny")  # not relative to the current directory
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"model_type": "llama", "hidden_size": "wide", "num_hidden_layers": 2, "num_attention_heads": 4}',
+         "hidden_size must be a whole number"),
+        ('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4}', "has no hidden_size"),
+        ("[1, 2]", "must hold a JSON object"),
+    ],
+)
+def test_bad_hf_config_json_is_a_one_line_config_error(tmp_path: Path, text: str, expected: str) -> None:
+    from perfmodel.errors import ConfigError
+
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ConfigError) as err:
+        get_model(str(tmp_path))
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_measured_hosts_are_read_from_the_datasets_folder_in_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfmodel.catalog import get_measured_host
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    fingerprint = {"hardware_id": "host-x", "kind": "cuda", "gpu": "L4"}
+    (raw / "fingerprint__host-x.json").write_text(json.dumps(fingerprint))
+    monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path))
+    spec = get_measured_host("host-x")
+    assert spec.name == "L4" and spec.memory_gb == get_gpu("L4").memory_gb
+    monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path / "empty"))
+    with pytest.raises(CatalogError, match="no fingerprint for host 'host-x'"):
+        get_measured_host("host-x")

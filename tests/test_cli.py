@@ -169,3 +169,23 @@ def test_train_command_logs_registers_and_exports(tmp_path):
     pred = run("predict", "--config", str(EXAMPLE), "--model-dir", str(tmp_path / "models"), "--json")
     assert pred.returncode == 0, pred.stderr
     assert json.loads(pred.stdout)["model"] == {"kind": "learned", "version": "1", "trained_rows": data["rows_trained"]}
+
+
+def test_a_hugging_face_id_in_the_local_cache_predicts_offline(tmp_path):
+    repo = tmp_path / "hub" / "models--microsoft--deberta-v3-base"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abc")
+    (repo / "snapshots" / "0123abc").mkdir(parents=True)
+    (repo / "snapshots" / "0123abc" / "config.json").write_text(json.dumps({
+        "model_type": "deberta-v2", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "vocab_size": 128100, "hidden_act": "gelu", "max_position_embeddings": 512}))
+    cfg = write(tmp_path, "model:\n  name: microsoft/deberta-v3-base\ntraining:\n  seq_len: 256\n  samples: 10000\n"
+                          "hardware:\n  gpu: A100-80GB\n")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    res = subprocess.run([sys.executable, "-m", "perfmodel", "predict", "--config", str(cfg), "--json"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["workload"]["model"]["name"] == "microsoft/deberta-v3-base"
+    assert data["workload"]["model"]["hidden_size"] == 768 and data["workload"]["model"]["arch"] == "encoder"
+    assert any("local Hugging Face cache" in a for a in data["assumptions"])

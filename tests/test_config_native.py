@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,8 @@ def test_unknown_key_names_the_full_path_and_the_allowed_keys():
 @pytest.mark.parametrize(
     "text,expected",
     [
-        ("models:\n  name: llama2-7b\n", "unknown top-level key 'models'"),
+        ("models:\n  name: llama2-7b\nmodel: {name: llama2-7b}\ntraining: {tokens: 1e8}\nhardware: {gpu: A100-80GB}\n",
+         "unknown top-level key 'models'"),
         ("model:\n  name: llama2-7b\ntraining:\n  tokens: 1.0e8\n", "hardware.gpu is required"),
         ("training:\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n", "model.name is required"),
         ("model: llama2-7b\n", "model must be a mapping"),
@@ -105,7 +107,7 @@ def test_unknown_key_names_the_full_path_and_the_allowed_keys():
         ("model:\n  name: llama2-7b\ntraining:\n  precision: fp4\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
          "training.precision must be one of"),
         ("model:\n  name: llama2-7b\ntraining:\n  micro_batch_size: -1\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
-         "training.micro_batch_size must be > 0"),
+         "training.micro_batch_size must be between 1 and 1,000,000,000, got -1"),
         ("model:\n  name: resnet50\ntraining:\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n",
          "training.tokens applies to token models"),
     ],
@@ -211,3 +213,172 @@ def test_every_error_is_a_perfmodel_error(tmp_path):
     for text in ("model: {name: llama2-7b}\n", "hardware: {gpu: nosuch}\nmodel: {name: llama2-7b}\ntraining: {tokens: 1}\n"):
         with pytest.raises(PerfModelError):
             load_workload(write(tmp_path, text))
+
+
+# --- every problem at once, ranges, names, Hugging Face keys, derived defaults, the reference --------
+
+ROOT = Path(__file__).resolve().parents[1]
+MINIMAL = "model:\n  name: llama2-7b\ntraining:\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n"
+
+
+def test_every_problem_in_every_section_is_reported_at_once(tmp_path):
+    text = ("model:\n  name: llama2-7b\n  hidden_sise: 4096\ntraining:\n  micro_batch_size: -2\n  tokens: 1.0e8\n"
+            "hardware:\n  gpu: nosuchgpu\n  num_gpus: 1.0e9\nframework: hf-eagr\n")
+    with pytest.raises(ConfigError) as err:
+        load_workload(write(tmp_path, text))
+    problems = err.value.problems
+    assert len(problems) == 5, problems
+    for needle in ("model.hidden_sise", "training.micro_batch_size", "unknown GPU 'nosuchgpu'", "hardware.num_gpus",
+                   "framework must be one of"):
+        assert sum(needle in p for p in problems) == 1, needle
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"5 problems in {tmp_path / 'run.yaml'}:" and len(lines) == 6  # long: one line each
+
+
+def test_a_few_short_problems_stay_on_one_line(tmp_path):
+    text = MINIMAL.replace("  tokens: 1.0e8\n", "  tokens: 1.0e8\n  seq_len: 0\n  lora_r: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_workload(write(tmp_path, text, "r.yaml"))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("2 problems in ") and "; " in message
+    assert "training.seq_len must be between 1 and" in message and "training.lora_r must be a number" in message
+
+
+@pytest.mark.parametrize(
+    "patch,expected",
+    [
+        ("model:\n  name: x\n  hidden_size: 1e300\n  num_layers: 2\n  num_heads: 2\n", "model.hidden_size must be between 1 and"),
+        ("model:\n  name: x\n  hidden_size: .nan\n  num_layers: 2\n  num_heads: 2\n", "model.hidden_size must be a finite number"),
+        ("model:\n  name: x\n  hidden_size: .inf\n  num_layers: 2\n  num_heads: 2\n", "model.hidden_size must be a finite number"),
+        ("model:\n  name: x\n  hidden_size: 64\n  num_layers: 2\n  num_heads: 2\n  vocab_size: 1" + "0" * 400 + "\n",
+         "model.vocab_size must be between 0 and 10,000,000"),
+    ],
+)
+def test_numbers_must_be_finite_and_physical(tmp_path, patch, expected):
+    text = patch + "training:\n  tokens: 1.0e8\nhardware:\n  gpu: A100-80GB\n"
+    with pytest.raises(ConfigError) as err:
+        load_workload(write(tmp_path, text))
+    assert expected in str(err.value) and len(str(err.value)) < 300
+
+
+def test_flags_out_of_range_name_the_flag():
+    with pytest.raises(ConfigError, match="hardware.num_gpus must be between 1 and 1,000,000"):
+        load_workload(FIX / "native_minimal.yaml", num_gpus=10**9)
+    with pytest.raises(ConfigError, match="--tokens must be between 1 and"):
+        load_workload(FIX / "native_minimal.yaml", tokens=1e300)
+
+
+def test_unknown_framework_gets_close_matches(tmp_path):
+    with pytest.raises(ConfigError, match="got 'hf-eagr'; did you mean hf-eager"):
+        load_workload(FIX / "native_minimal.yaml", overrides=["framework=hf-eagr"])
+    assert load_workload(FIX / "native_minimal.yaml", overrides=["framework=megatron"]).framework == "megatron"
+
+
+def test_duplicate_keys_are_refused_naming_the_path_and_lines(tmp_path):
+    with pytest.raises(ConfigError, match=r"duplicate key training at line 5 \(first at line 3\)"):
+        load_workload(write(tmp_path, MINIMAL.replace("hardware:", "training:\n  seq_len: 128\nhardware:")))
+    with pytest.raises(ConfigError, match=r"duplicate key training\.tokens at line 5 \(first at line 4\)"):
+        load_workload(write(tmp_path, MINIMAL.replace("  tokens: 1.0e8\n", "  tokens: 1.0e8\n  tokens: 2.0e8\n")))
+
+
+def test_gpu_alias_resolution_is_an_assumption():
+    w = load_workload(FIX / "native_minimal.yaml", gpu="H100")
+    assert w.gpu.name == "H100-SXM"
+    assert any(a.startswith("hardware.gpu H100 resolved to H100-SXM") for a in w.assumptions)
+    assert not any("resolved" in a for a in load_workload(FIX / "native_minimal.yaml", gpu="h100-sxm").assumptions)
+
+
+# HGX / DGX servers hold 8 GPUs; a GB200 NVL72 compute tray holds 4 (NVIDIA's system descriptions).
+@pytest.mark.parametrize("gpu,num_gpus,nodes", [("H100-SXM", 16, 2), ("H100-SXM", 24, 3), ("GB200", 16, 4), ("A100-80GB", 8, 1)])
+def test_num_nodes_comes_from_the_catalogs_gpus_per_server(gpu, num_gpus, nodes):
+    w = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus)
+    assert w.parallel.num_nodes == nodes
+    assert any(a.startswith(f"hardware.num_nodes not given: assumed {w.parallel.num_nodes}") for a in w.assumptions)
+    given = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=["hardware.num_nodes=1"])
+    assert given.parallel.num_nodes == 1 and not any("num_nodes" in a for a in given.assumptions)
+
+
+def test_num_nodes_that_cannot_split_evenly_asks_for_it():
+    with pytest.raises(ConfigError, match=r"hardware.num_gpus \(9\) does not split evenly .* give hardware.num_nodes"):
+        load_workload(FIX / "native_minimal.yaml", gpu="H100-SXM", num_gpus=9)
+
+
+def test_explicit_dims_without_gated_mlp_say_what_was_assumed(tmp_path):
+    dims = "model:\n  name: mine\n  hidden_size: 1024\n  num_layers: 4\n  num_heads: 8\n"
+    w = load_workload(write(tmp_path, dims + MINIMAL.split("\n", 2)[2]))
+    assert w.model.gated_mlp is False and any(a.startswith("model.gated_mlp not given: assumed false") for a in w.assumptions)
+    w = load_workload(write(tmp_path, dims + "  gated_mlp: true\n" + MINIMAL.split("\n", 2)[2]))
+    assert w.model.gated_mlp is True and not any("gated_mlp" in a for a in w.assumptions)
+    assert not any("gated_mlp" in a for a in load_workload(FIX / "native_minimal.yaml").assumptions)  # catalog model
+
+
+def test_hugging_face_training_arguments_map_one_to_one(tmp_path):
+    text = MINIMAL.replace("  tokens: 1.0e8\n", "  samples: 1000\n  per_device_train_batch_size: 4\n"
+                           "  gradient_accumulation_steps: 2\n  num_train_epochs: 3\n  bf16: true\n"
+                           "  gradient_checkpointing: true\n  optim: adamw_torch_fused\n  learning_rate: 2.0e-5\n")
+    w = load_workload(write(tmp_path, text))
+    t = w.training
+    assert (t.micro_batch_size, t.grad_accum_steps, t.epochs, t.samples) == (4, 2, 3, 1000)
+    assert (t.precision, t.activation_checkpointing, t.optimizer) == ("amp_bf16", True, "adamw")  # mixed, not pure bf16
+    text_lines = "\n".join(w.assumptions)
+    for needle in ("per_device_train_batch_size (Hugging Face TrainingArguments) read as training.micro_batch_size = 4",
+                   "read as training.precision = amp_bf16", "training.learning_rate", "optim adamw_torch_fused"):
+        assert needle in text_lines, needle
+    fp16 = load_workload(write(tmp_path, MINIMAL.replace("  tokens", "  fp16: true\n  tokens")))
+    assert fp16.training.precision == "amp_fp16"
+    plain = load_workload(write(tmp_path, MINIMAL.replace("  tokens", "  bf16: false\n  tokens")))
+    assert plain.training.precision == "fp32"  # Hugging Face trains in fp32 unless told otherwise
+
+
+def test_max_steps_overrides_epochs_as_in_transformers(tmp_path):
+    w = load_workload(write(tmp_path, MINIMAL.replace("  tokens: 1.0e8\n", "  max_steps: 500\n  num_train_epochs: 3\n")))
+    assert (w.training.steps, w.training.epochs) == (500, None)
+    w = load_workload(write(tmp_path, MINIMAL.replace("  tokens: 1.0e8\n", "  tokens: 1.0e8\n  max_steps: -1\n")))
+    assert w.training.steps is None and w.training.tokens == 1e8
+
+
+@pytest.mark.parametrize(
+    "keys,expected",
+    [
+        ("  per_device_train_batch_size: 4\n  micro_batch_size: 8\n", "set the same thing: give one"),
+        ("  bf16: true\n  precision: bf16\n", "training.bf16 and training.precision set the same thing"),
+        ("  bf16: true\n  fp16: true\n", "both true: choose one"),
+        ("  optim: adamw_bnb_8bit\n", "8-bit optimizer state is not modelled; use training.optimizer: adamw"),
+        ("  optim: rmsprop\n", "no one-to-one native optimizer"),
+        ("  deepspeed: ds.json\n", "use hardware.strategy (zero1, zero2 or zero3)"),
+        ("  per_device_eval_batch_size: 8\n", "use training.eval_fraction"),
+        ("  bf16: yes please\n", "training.bf16 must be true or false"),
+    ],
+)
+def test_hugging_face_keys_without_a_one_to_one_meaning_are_refused(tmp_path, keys, expected):
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_workload(write(tmp_path, MINIMAL.replace("  tokens", keys + "  tokens")))
+
+
+def test_set_of_one_spelling_replaces_the_files_other_spelling(tmp_path):
+    cfg = write(tmp_path, MINIMAL.replace("  tokens", "  per_device_train_batch_size: 4\n  bf16: true\n  tokens"))
+    w = load_workload(cfg, overrides=["training.micro_batch_size=16", "training.precision=fp32"])
+    assert (w.training.micro_batch_size, w.training.precision) == (16, "fp32")
+    w = load_workload(FIX / "native_full.yaml", overrides=["training.per_device_train_batch_size=2", "training.fp16=true"])
+    assert (w.training.micro_batch_size, w.training.precision) == (2, "amp_fp16")
+
+
+def test_the_config_reference_in_docs_is_generated_from_the_code():
+    from perfmodel.config.docs import render
+
+    doc = ROOT / "docs" / "config.md"
+    assert doc.read_text() == render(), "docs/config.md is stale: run `python -m perfmodel.config.docs > docs/config.md`"
+
+
+def test_the_config_reference_lists_every_key_the_loader_accepts():
+    from perfmodel.config import hf_args
+    from perfmodel.config.docs import render
+    from perfmodel.config.native import schema
+
+    text = (ROOT / "docs" / "config.md").read_text() if (ROOT / "docs" / "config.md").is_file() else render()
+    for section, keys in schema().items():  # the validator's own key set is the oracle
+        for key in keys:
+            assert f"`{section}.{key}`" in text, f"{section}.{key}"
+    for key in hf_args.KEYS:
+        assert f"`{key}" in text, key
+    assert "| `framework` |" in text

@@ -1,17 +1,34 @@
 """Shared CLI plumbing: error handling, JSON output, Rich consoles (stdout for results,
-stderr for logs and progress)."""
+stderr for logs and progress).
+
+Errors: a `PerfModelError` is one line on stderr (`error: ...`) and exit code 1; a ConfigError
+that lists several problems prints its first line ("N problems in CONFIG:") and one line per
+problem. Usage errors exit 2. `--debug` (the root option, recorded in `SETTINGS`) shows tracebacks.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import typer
 
-from perfmodel.errors import PerfModelError
+from perfmodel.errors import ConfigError, NonFiniteError, PerfModelError, clip
 
-STATE: dict[str, Any] = {"debug": False}
+
+@dataclass
+class Settings:
+    """Options of the root command that every command's error handling reads."""
+
+    debug: bool = False
+    """Show tracebacks instead of one-line errors (`perfmodel --debug ...`)."""
+
+
+SETTINGS = Settings()
+"""This process's settings: set by the root callback, reset by each `run_app`."""
 
 
 def stdout_console() -> Any:
@@ -27,8 +44,35 @@ def stderr_console() -> Any:
 
 
 def print_json(data: Any) -> None:
-    """Machine output: one JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, default=_json_default) + "\n")
+    """Machine output: one strict JSON document on stdout (RFC 8259: no NaN or Infinity; a
+    non-finite number is a NonFiniteError naming where it is, and nothing is printed)."""
+    try:
+        text = json.dumps(data, indent=2, default=_json_default, allow_nan=False)
+    except ValueError as exc:
+        where = _non_finite_path(data)
+        if where is None:
+            raise
+        raise NonFiniteError(f"the result has a non-finite number at {where}: the inputs are outside what "
+                             f"the cost model can compute (check the config's sizes)") from exc
+    sys.stdout.write(text + "\n")
+
+
+def _non_finite_path(data: Any, path: str = "") -> str | None:
+    """Dotted path of the first NaN or infinity in a JSON-like value, or None."""
+    value = _json_default(data) if hasattr(data, "item") or isinstance(data, (set, tuple)) else data
+    if isinstance(value, float) and not math.isfinite(value):
+        return path or "(top level)"
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub, v in items:
+        found = _non_finite_path(v, sub)
+        if found is not None:
+            return found
+    return None
 
 
 def _json_default(value: Any) -> Any:
@@ -40,22 +84,29 @@ def _json_default(value: Any) -> Any:
 
 
 def fail(message: str, code: int = 1) -> None:
-    """Print one line on stderr and exit."""
+    """Print the message on stderr (one line, or the lines of a problem list) and exit."""
     sys.stderr.write(f"error: {message}\n")
     raise SystemExit(code)
 
 
+def _message(exc: PerfModelError) -> str:
+    """What the user sees: the first line, or every line of a ConfigError listing several problems."""
+    text = str(exc)
+    if isinstance(exc, ConfigError) and len(exc.problems) > 1:
+        return text
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def run_app(app: typer.Typer, argv: list[str]) -> None:
-    debug = "--debug" in argv
-    STATE["debug"] = debug
+    SETTINGS.debug = False  # the root callback sets it when --debug is given
     try:
         rc = app(args=argv, prog_name="perfmodel", standalone_mode=False)
         if isinstance(rc, int) and rc:
             raise SystemExit(rc)
     except PerfModelError as exc:
-        if debug:
+        if SETTINGS.debug:
             raise
-        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        fail(_message(exc))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
@@ -68,12 +119,13 @@ def run_app(app: typer.Typer, argv: list[str]) -> None:
             sys.stderr.write("aborted\n")
             raise SystemExit(130) from None
         if "UsageError" in names:
-            message = exc.format_message()  # type: ignore[attr-defined]
+            message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
             if message:
-                sys.stderr.write(f"usage error: {message}\n")
+                sys.stderr.write(f"usage error: {clip(message, 300)}\n")
             raise SystemExit(2) from None
         if "ClickException" in names:
-            fail(exc.format_message())  # type: ignore[attr-defined]
-        if debug:
+            fail(clip(" ".join(str(exc.format_message()).split()), 300))  # type: ignore[attr-defined]
+        if SETTINGS.debug:
             raise
-        fail(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        fail(f"{type(exc).__name__}: {first[:300]} (run with --debug for the traceback)")

@@ -1,21 +1,40 @@
 """Building a Workload from a native Draft: explicit values > the source format's defaults >
 perfmodel's defaults, with every default that was used listed in `Workload.assumptions`.
 
-Not listed: the contract's optional keys (tensor_parallel, pipeline_parallel, context_parallel, cpu_offload,
-lora_target_modules, eval_fraction) and keys that do not apply to the model's arch.
+Not listed: the contract's optional keys (every field without a rule here, e.g. tensor_parallel,
+lora_target_modules, attention_kernel: given, or the dataclass default) and keys that do not apply
+to the model's arch. Listed besides the defaults: an accelerator alias resolved (H100 -> H100-SXM),
+hardware.num_nodes derived from the catalog's GPUs per server, Hugging Face keys read as native
+ones, and model.gated_mlp assumed false for a model given by its dimensions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from perfmodel.catalog import get_gpu
-from perfmodel.config.native import DataFlags, Draft, check_key, resolve_model, validate
-from perfmodel.errors import ConfigError
+from perfmodel.catalog import get_gpu, gpu_resolution_note
+from perfmodel.config.native import DataFlags, Draft, check_key, combine_problems, resolve_model, validate
+from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, Workload
 
 DEFAULT_FRAMEWORK = "hf-eager"
+DEFAULT_NOTES: dict[str, str] = {
+    "training.precision": "bf16 (fp16, else fp32, where the accelerator has no bf16)",
+    "training.epochs": "1 (with training.samples)",
+    "hardware.num_nodes": "the servers num_gpus fill (the catalog's gpus_per_server)",
+    "framework": DEFAULT_FRAMEWORK,
+}
+"""Defaults the config layer applies that differ from (or refine) the dataclass defaults."""
+_AMOUNT_KEYS = ("tokens", "samples", "epochs", "steps")
+_GBM_KEYS = ("gbm_rows", "gbm_features", "gbm_rounds")
+
+
+def _passed_through(spec: type, chosen: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+    """Fields of `spec` with no rule of their own here: taken as given (or left to the dataclass
+    default, unlisted: the contract's optional keys)."""
+    return [f.name for f in dataclasses.fields(spec) if f.name not in chosen and f.name not in skip]
 
 
 def _fmt(value: Any) -> str:
@@ -118,19 +137,60 @@ def _amount(pick: _Picker, cfg: dict[str, Any], draft: Draft, data: DataFlags, m
     return out
 
 
+def _resolve_gpu(name: Any, assumptions: list[str]) -> GPUSpec:
+    gpu = get_gpu(str(name))
+    note = gpu_resolution_note(str(name))
+    if note:
+        assumptions.append(note)
+    return gpu
+
+
+def _num_nodes(pick: _Picker, num_gpus: int, gpu: GPUSpec, assumptions: list[str]) -> int:
+    """hardware.num_nodes as given, else the servers `num_gpus` fill (the catalog's gpus_per_server)."""
+    if pick.given("hardware.num_nodes") or "hardware.num_nodes" in pick.soft:
+        return int(pick("hardware.num_nodes"))
+    nodes = gpu.servers_for(num_gpus)
+    if num_gpus > 1:
+        assumptions.append(f"hardware.num_nodes not given: assumed {nodes} ({num_gpus} GPUs at {gpu.gpus_per_server} "
+                           f"per {gpu.name} server)")
+    if num_gpus % nodes:
+        raise ConfigError(f"hardware.num_gpus ({num_gpus}) does not split evenly over the {nodes} servers of "
+                          f"{gpu.gpus_per_server} {gpu.name} it needs: give hardware.num_nodes")
+    return nodes
+
+
 def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Path | None = None) -> Workload:
-    """Validate, apply defaults, resolve catalog names; raises ConfigError / CatalogError."""
+    """Validate, apply defaults, resolve catalog names; raises ConfigError / CatalogError. Key,
+    type, range and name problems are all collected first and raised together."""
     data = data or DataFlags()
-    cfg = validate(draft.native)
+    base_dir = base_dir if base_dir is not None else draft.base_dir
+    checked = validate(draft.native)
+    cfg = checked.cfg
     for dotted in draft.soft:
         check_key(tuple(dotted.split(".")), "internal default")
-    assumptions = list(draft.notes)
+    assumptions = [*draft.notes, *checked.notes]
     pick = _Picker(cfg, draft.soft, assumptions)
-    model = resolve_model(cfg["model"], base_dir)
-    gpu_name = pick("hardware.gpu")
-    if gpu_name is None:
-        raise ConfigError("hardware.gpu is required: give it in the file or with --gpu NAME (`perfmodel gpus` lists them)")
-    gpu = get_gpu(str(gpu_name))
+    problems: list[PerfModelError] = [ConfigError(p) for p in checked.problems]
+    model: ModelSpec | None = None
+    gpu: GPUSpec | None = None
+    if not checked.bad("model"):
+        try:
+            model, notes = resolve_model(cfg["model"], base_dir)
+            assumptions.extend(notes)
+        except PerfModelError as exc:
+            problems.append(exc)
+    if not checked.bad("hardware.gpu"):
+        gpu_name = pick("hardware.gpu")
+        if gpu_name is None:
+            problems.append(ConfigError("hardware.gpu is required: give it in the file or with --gpu NAME "
+                                        "(`perfmodel gpus` lists them)"))
+        else:
+            try:
+                gpu = _resolve_gpu(gpu_name, assumptions)
+            except PerfModelError as exc:
+                problems.append(exc)
+    if problems or model is None or gpu is None:
+        raise combine_problems(problems or [ConfigError("the config has problems")], draft.source)
     kw: dict[str, Any] = {}
     if model.arch == "gbm":
         for key in ("gbm_features", "gbm_rounds"):
@@ -157,21 +217,22 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
         kw["precision"] = _precision(pick, gpu, assumptions)
         kw["optimizer"] = pick("training.optimizer", "adamw")
         kw["activation_checkpointing"] = pick("training.activation_checkpointing", False)
-        for key in ("lora_r", "lora_target_modules", "quantization_bits", "trainable_fraction", "eval_fraction"):
+        for key in _passed_through(TrainingSpec, kw, skip=("seq_len", *_AMOUNT_KEYS, *_GBM_KEYS)):
             value = pick(f"training.{key}", say=False)
             if value is not None:
                 kw[key] = value
         kw.update(_amount(pick, cfg, draft, data, model, base_dir, seq_len, assumptions))
     num_gpus = pick("hardware.num_gpus", 1)
-    parallel = ParallelSpec(
-        num_gpus=num_gpus,
-        num_nodes=pick("hardware.num_nodes", 1, say=num_gpus > 1),
-        strategy=pick("hardware.strategy", "ddp", say=num_gpus > 1),
-        tensor_parallel=pick("hardware.tensor_parallel", 1, say=False),
-        pipeline_parallel=pick("hardware.pipeline_parallel", 1, say=False),
-        context_parallel=pick("hardware.context_parallel", 1, say=False),
-        cpu_offload=pick("hardware.cpu_offload", False, say=False),
-    )
+    hw: dict[str, Any] = {
+        "num_gpus": num_gpus,
+        "num_nodes": _num_nodes(pick, num_gpus, gpu, assumptions),
+        "strategy": pick("hardware.strategy", "ddp", say=num_gpus > 1),
+    }
+    for key in _passed_through(ParallelSpec, hw):
+        value = pick(f"hardware.{key}", say=False)
+        if value is not None:
+            hw[key] = value
+    parallel = ParallelSpec(**hw)
     framework = cfg.get("framework") or draft.soft.get("framework", (None, ""))[0]
     if framework is None:
         framework = DEFAULT_FRAMEWORK

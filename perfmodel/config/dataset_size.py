@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, clip, quote
 
 CHARS_PER_TOKEN = 4.0
 """Characters per token for the estimate."""
@@ -80,6 +80,24 @@ class DatasetStats:
         )
 
 
+def _check_regular_file(p: Path) -> None:
+    """ConfigError unless `p` is a regular file (a FIFO or device would block or never end)."""
+    import os
+    import stat
+
+    shown = clip(str(p))
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"dataset {shown} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read dataset {shown}: {getattr(exc, 'strerror', None) or type(exc).__name__}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"dataset {shown} is a directory; give a .csv, .parquet or .jsonl file")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"dataset {shown} is not a regular file (a FIFO, device or socket); give a .csv, .parquet or .jsonl file")
+
+
 def dataset_format(path: Path) -> str:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in _COMPRESSION:
@@ -107,19 +125,18 @@ def measure_dataset(
     import numpy as np
 
     p = Path(path).expanduser()
-    if not p.exists():
-        raise ConfigError(f"dataset {p} does not exist")
-    if p.is_dir():
-        raise ConfigError(f"dataset {p} is a directory; give a .csv, .parquet or .jsonl file")
+    _check_regular_file(p)
     fmt = dataset_format(p)
     try:
         columns, string_columns = _schema(p, fmt)
         if text_columns is not None:
             missing = [c for c in text_columns if c not in columns]
             if missing:
+                # Only the columns the config asked for are named: never the file's own contents.
                 origin = f" (named by {column_origin})" if column_origin else ""
                 raise ConfigError(
-                    f"dataset {p.name} has no column {missing[0]!r}{origin}; its columns: {', '.join(columns)}"
+                    f"dataset {clip(p.name)} has no column {quote(missing[0])}{origin} "
+                    f"(it has {len(columns)} columns; column names are case-sensitive)"
                 )
             cols = tuple(dict.fromkeys(text_columns))
         else:
@@ -152,7 +169,7 @@ def measure_dataset(
         raise
     except Exception as exc:  # pandas / pyarrow raise many types; one line for the user
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        raise ConfigError(f"cannot read dataset {p}: {first}") from exc
+        raise ConfigError(f"cannot read dataset {clip(str(p))}: {clip(first)}") from exc
     return DatasetStats(
         path=p,
         rows=rows,

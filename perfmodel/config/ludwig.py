@@ -36,13 +36,43 @@ from perfmodel.config.ludwig_trainer import (
     split_fractions,
 )
 from perfmodel.config.native import DataFlags, Draft
-from perfmodel.errors import ConfigError, UnsupportedError
+from perfmodel.errors import ConfigError, UnsupportedError, quote
 
 DETECT_KEYS = ("model_type", "input_features", "output_features", "trainer", "backend", "combiner", "base_model")
 DEFAULT_GPU = "A100-80GB"
 ECD_BATCH, LLM_BATCH, BOOST_ROUNDS, LLM_SEQ_LEN = 128, 1, 1000, 512
 MISSING_AMOUNT = ("the dataset size is required for a Ludwig config: pass --rows N (dataset rows, before Ludwig's "
                   "train/validation/test split), --dataset FILE or --tokens N (or set trainer.train_steps)")
+KEYS_READ: dict[str, str] = {
+    "model_type": "ecd (default), llm or gbm: which translation applies",
+    "base_model": "model.name (llm): catalog name, Hugging Face id or a path relative to the config's folder",
+    "is_multimodal": "true is refused (vision-language fine-tuning is not modelled)",
+    "adapter.type / adapter.r / adapter.target_modules": "training.lora_r (default 8) and training.lora_target_modules",
+    "quantization.bits / quantization.bnb_4bit_compute_dtype": "training.quantization_bits (default 4) and training.precision (default fp16)",
+    "input_features / output_features (name, type, column, encoder, preprocessing)": "the model (ECD encoders; LLM text columns) and the columns a --dataset is read from",
+    "input_features[].encoder (type, pretrained_model_name_or_path, trainable, adapter, layer sizes)":
+        "the carrying pretrained model (relative paths from the config's folder) or the estimated layers",
+    "defaults.<type>.encoder / defaults.<type>.preprocessing": "encoder and preprocessing defaults per feature type",
+    "preprocessing.global_max_sequence_length / max_sequence_length": "training.seq_len (an upper bound)",
+    "preprocessing.split.probabilities / split_probabilities / sample_ratio": "the training share of --rows (default 0.7)",
+    "prompt.template": "text columns and template tokens counted per row (llm with --dataset)",
+    "trainer.type": "finetune (llm; none and preference trainers are refused)",
+    "trainer.batch_size / max_batch_size": "training.micro_batch_size (auto: 128 for ECD, 1 for LLM)",
+    "trainer.gradient_accumulation_steps": "training.grad_accum_steps (default 1)",
+    "trainer.epochs / train_steps": "training.epochs (default 100) / training.steps",
+    "trainer.optimizer.type / momentum / max_iter": "training.optimizer (same state-size class); lbfgs max_iter passes per step",
+    "trainer.use_mixed_precision": "training.precision amp_fp16 (else fp32 for ECD)",
+    "trainer.enable_gradient_checkpointing": "training.activation_checkpointing",
+    "trainer.checkpoints_per_epoch / steps_per_checkpoint / evaluate_training_set / skip_all_evaluation": "training.eval_fraction",
+    "trainer.num_boost_round": "training.gbm_rounds (gbm; default 1000)",
+    "training": "legacy name of trainer",
+    "combiner.type": "concat or tabnet (estimated models)",
+    "backend.type": "local (1 GPU), ray, horovod or deepspeed",
+    "backend.trainer.num_workers / use_gpu / strategy": "hardware.num_gpus, hardware.gpu cpu, hardware.strategy",
+    "backend(.trainer.strategy).zero_optimization.stage / offload_optimizer / offload_param":
+        "hardware.strategy zero1-3 (default zero3) and hardware.cpu_offload",
+}
+"""Every Ludwig key perfmodel reads, and what it becomes (docs/config.md lists them)."""
 _DTYPES = {"float16": "fp16", "fp16": "fp16", "bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}
 
 
@@ -55,7 +85,7 @@ def translate_ludwig(cfg: dict[str, Any], *, data: DataFlags, base_dir: Path | N
     names that are paths (a Hugging Face config.json or its folder) are relative to `base_dir`."""
     for key in ("model", "hardware", "framework"):
         if key in cfg:
-            raise ConfigError(f"{key!r} is not a Ludwig key and this file is a Ludwig config (it has "
+            raise ConfigError(f"{quote(key)} is not a Ludwig key and this file is a Ludwig config (it has "
                               f"{', '.join(k for k in DETECT_KEYS if k in cfg)}): give hardware with --gpu/--num-gpus "
                               f"or --set hardware.gpu=NAME, or write a native config")
     draft = Draft(missing_amount=MISSING_AMOUNT)
@@ -68,7 +98,7 @@ def translate_ludwig(cfg: dict[str, Any], *, data: DataFlags, base_dir: Path | N
         _gbm(cfg, trainer, tpath, draft, data)
         return draft
     if model_type not in ("ecd", "llm"):
-        raise ConfigError(f"model_type must be one of ecd, llm, gbm; got {model_type!r}")
+        raise ConfigError(f"model_type must be one of ecd, llm, gbm; got {quote(model_type)}")
     draft.default("hardware.gpu", DEFAULT_GPU, f"hardware.gpu not given (Ludwig configs never name hardware): assumed "
                   f"{DEFAULT_GPU}; pass --gpu NAME (`perfmodel gpus` lists them)")
     draft.default("framework", "hf-eager", "framework: Ludwig trains eager PyTorch models: assumed hf-eager")
@@ -77,11 +107,7 @@ def translate_ludwig(cfg: dict[str, Any], *, data: DataFlags, base_dir: Path | N
         _llm(cfg, trainer, tpath, draft, data)
     else:
         _ecd(cfg, trainer, tpath, draft, data)
-    name = draft.native["model"].get("name")
-    if base_dir is not None and isinstance(name, str) and not Path(name).expanduser().is_absolute():
-        local = base_dir / name
-        if local.exists():
-            draft.native["model"]["name"] = str(local)
+    draft.base_dir = base_dir  # model names that are paths are read relative to it (native.resolve_model)
     return draft
 
 
@@ -117,7 +143,7 @@ def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
         dtype = q.get("bnb_4bit_compute_dtype") or q.get("compute_dtype")
         if dtype is not None:
             if str(dtype).lower() not in _DTYPES:
-                raise ConfigError(f"quantization compute dtype must be one of float16, bfloat16, float32; got {dtype!r}")
+                raise ConfigError(f"quantization compute dtype must be one of float16, bfloat16, float32; got {quote(dtype)}")
             draft.set("training.precision", _DTYPES[str(dtype).lower()])
         else:
             draft.default("training.precision", "fp16", "quantization: Ludwig computes in float16 (bnb_4bit_compute_dtype default): training.precision assumed fp16")

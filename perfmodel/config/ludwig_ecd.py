@@ -17,7 +17,7 @@ from perfmodel.catalog import get_model
 from perfmodel.config import ludwig_estimates as est
 from perfmodel.config.ludwig_features import column, encoder_of, features, preprocessing_of, section
 from perfmodel.config.native import Draft
-from perfmodel.errors import ConfigError, UnsupportedError
+from perfmodel.errors import ConfigError, UnsupportedError, quote
 
 HF_TEXT_ENCODERS = {
     "bert": "bert-base-uncased", "distilbert": "distilbert-base-uncased", "roberta": "roberta-base",
@@ -100,6 +100,8 @@ def _probe_image(dataset: Path | None, f: dict[str, Any]) -> tuple[int, int, int
             return None
         path = Path(str(value))
         path = path if path.is_absolute() else dataset.parent / path
+        if not path.is_file():  # a FIFO or device would block Image.open
+            return None
         with Image.open(path) as img:
             return img.height, img.width, len(img.getbands())
     except Exception:  # no PIL, not a path, unreadable image: fall back to the assumption
@@ -173,7 +175,7 @@ def map_ecd(cfg: dict[str, Any], draft: Draft, stats: Any, dataset: Path | None)
                 pretrained.append(_text_candidate(i, f, kind, p, own, pre, stats))
                 continue
             if kind not in est.SEQUENCE_ENCODERS:
-                raise UnsupportedError(f"{where}: {ftype} encoder {kind!r} is not supported; supported: "
+                raise UnsupportedError(f"{where}: {ftype} encoder {quote(kind)} is not supported; supported: "
                                        f"{', '.join(est.SEQUENCE_ENCODERS)} and the pretrained text encoders ({', '.join(HF_TEXT_ENCODERS)})")
             seq = int(p.get("max_sequence_length") or pre.get("max_sequence_length") or TEXT_DEFAULT_MAX_LEN)
             if stats is not None and column(f) in stats.text_columns:
@@ -181,7 +183,7 @@ def map_ecd(cfg: dict[str, Any], draft: Draft, stats: Any, dataset: Path | None)
             part, out = est.sequence_encoder(kind, p, seq)
         elif ftype == "image":
             if kind not in IMAGE_ENCODERS:
-                raise UnsupportedError(f"{where}: image encoder {kind!r} is not supported; supported: {', '.join(IMAGE_ENCODERS)}")
+                raise UnsupportedError(f"{where}: image encoder {quote(kind)} is not supported; supported: {', '.join(IMAGE_ENCODERS)}")
             h, w, c = image_size(i, f, p, pre, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes)
             if kind == "vit":
                 pretrained.append(_vit(i, f, p, h, w))
@@ -198,7 +200,7 @@ def map_ecd(cfg: dict[str, Any], draft: Draft, stats: Any, dataset: Path | None)
         elif ftype in est.SMALL_FEATURE_TYPES:
             part, out = est.small_feature(ftype, kind, p)
         else:
-            raise UnsupportedError(f"{where}: input feature type {ftype!r} is not supported; supported: text, sequence, "
+            raise UnsupportedError(f"{where}: input feature type {quote(ftype)} is not supported; supported: text, sequence, "
                                    f"timeseries, image, {', '.join(est.SMALL_FEATURE_TYPES)}")
         cost += part
         width += out

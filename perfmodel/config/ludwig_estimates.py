@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from perfmodel.errors import UnsupportedError
+from perfmodel.errors import ConfigError, UnsupportedError, quote
 
 ASSUMED_CATEGORY_VOCAB = 1000
 """Distinct values per category / set / bag feature (Ludwig learns it from the data)."""
@@ -55,13 +55,24 @@ def linear(n_in: float, n_out: float, tokens: float = 1.0) -> Cost:
     return Cost(params=n_in * n_out + n_out, flops=2 * n_in * n_out * tokens, acts=n_out * tokens)
 
 
+MAX_LAYERS = 10_000
+"""Most layers one Ludwig stack may declare (a typo like 1e9 must not build a billion-entry list)."""
+
+
+def layer_count(value: Any, key: str) -> int:
+    """A layer count from a Ludwig config: a whole number between 0 and MAX_LAYERS."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or not 0 <= value <= MAX_LAYERS:
+        raise ConfigError(f"{key} must be a whole number between 0 and {MAX_LAYERS:,}, got {quote(value)}")
+    return int(value)
+
+
 def fc_widths(p: dict[str, Any], default: list[int], default_size: int = 256) -> list[int]:
     """Output sizes of a Ludwig fully connected stack (fc_layers, or num_fc_layers x output_size)."""
     size = int(p.get("output_size") or default_size)
     if isinstance(p.get("fc_layers"), list):
         return [int(layer.get("output_size", size)) if isinstance(layer, dict) else size for layer in p["fc_layers"]]
     if p.get("num_fc_layers") is not None:
-        return [size] * int(p["num_fc_layers"])
+        return [size] * layer_count(p["num_fc_layers"], "num_fc_layers")
     return list(default)
 
 
@@ -89,7 +100,7 @@ def image_stacked_cnn(p: dict[str, Any], h: int, w: int, c: int) -> tuple[Cost, 
     layers = p.get("conv_layers")
     if not isinstance(layers, list):
         n = p.get("num_conv_layers")
-        layers = [{} for _ in range(int(n))] if n else [{"out_channels": 32}, {"out_channels": 64}]
+        layers = [{} for _ in range(layer_count(n, "num_conv_layers"))] if n else [{"out_channels": 32}, {"out_channels": 64}]
     default_out = int(p.get("out_channels") or p.get("num_filters") or 256)
     cost = Cost()
     for layer in layers:
@@ -141,7 +152,7 @@ def unet(h: int, w: int, cin: int, num_classes: int) -> Cost:
 def sequence_encoder(kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUMED_TEXT_VOCAB) -> tuple[Cost, float]:
     """Ludwig's own text / sequence encoders (no pretrained weights)."""
     if kind not in SEQUENCE_ENCODERS:
-        raise UnsupportedError(f"sequence encoder {kind!r}")
+        raise UnsupportedError(f"sequence encoder {quote(kind)}")
     if kind == "passthrough":
         return Cost(acts=seq), float(seq)
     emb = int(p.get("embedding_size") or 256)
@@ -154,7 +165,7 @@ def sequence_encoder(kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUME
         gates = {"lstm": 4, "gru": 3}.get(str(p.get("cell_type", "rnn")).lower(), 1)
         dirs = 2 if p.get("bidirectional") else 1
         width = float(emb)
-        for _ in range(int(p.get("num_layers") or 1)):
+        for _ in range(layer_count(p.get("num_layers") or 1, "num_layers")):
             per_token = gates * (width + state + 1) * state
             cost += Cost(params=dirs * per_token, flops=2.0 * dirs * per_token * seq, acts=dirs * state * seq * gates, recurrent=True)
             width = float(dirs * state)
@@ -209,7 +220,7 @@ def small_feature(ftype: str, kind: str, p: dict[str, Any]) -> tuple[Cost, float
         return cost, width
     if ftype == "vector":
         return fc_stack(64.0, fc_widths(p, [int(p.get("output_size") or 256)]))
-    raise UnsupportedError(f"input feature type {ftype!r}")
+    raise UnsupportedError(f"input feature type {quote(ftype)}")
 
 
 def tabnet(width: float, p: dict[str, Any]) -> tuple[Cost, float]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.config.native import Draft
-from perfmodel.errors import ConfigError, UnsupportedError
+from perfmodel.errors import ConfigError, UnsupportedError, quote
 
 TYPE_DEFAULT_ENCODER = {"text": "parallel_cnn", "sequence": "embed", "timeseries": "parallel_cnn", "image": "stacked_cnn",
                         "category": "dense", "number": "passthrough", "binary": "passthrough", "set": "embed",
@@ -22,7 +22,7 @@ def section(d: dict[str, Any], key: str, path: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{path} must be a mapping, got {value!r}")
+        raise ConfigError(f"{path} must be a mapping, got {quote(value)}")
     return value
 
 
@@ -32,7 +32,7 @@ def features(cfg: dict[str, Any], key: str) -> list[dict[str, Any]]:
         raise ConfigError(f"{key} is required in a Ludwig config: a list of features, each with a name and a type")
     for i, f in enumerate(value):
         if not isinstance(f, dict) or "name" not in f or "type" not in f:
-            raise ConfigError(f"{key}[{i}] must be a mapping with a name and a type, got {f!r}")
+            raise ConfigError(f"{key}[{i}] must be a mapping with a name and a type, got {quote(f)}")
     return value
 
 
@@ -71,7 +71,7 @@ def apply_adapter(draft: Draft, adapter: Any, path: str) -> bool:
         return False
     spec = {"type": adapter} if isinstance(adapter, str) else adapter
     if not isinstance(spec, dict):
-        raise ConfigError(f"{path} must be an adapter type or a mapping, got {adapter!r}")
+        raise ConfigError(f"{path} must be an adapter type or a mapping, got {quote(adapter)}")
     kind = str(spec.get("type", "lora")).lower()
     if kind not in ("lora", "adalora", "qlora"):
         raise UnsupportedError(f"{path}.type {kind} is not supported: perfmodel models LoRA adapters (lora, adalora; quantization.bits for QLoRA)")

@@ -15,7 +15,7 @@ from typing import Any
 from perfmodel.config.dataset_size import DatasetStats
 from perfmodel.config.ludwig_features import section
 from perfmodel.config.native import DataFlags, Draft
-from perfmodel.errors import ConfigError, UnsupportedError
+from perfmodel.errors import ConfigError, UnsupportedError, quote
 
 EPOCHS = 100
 _OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lbfgs": "lbfgs", "adafactor": "adafactor", "lion": "lion",
@@ -140,13 +140,13 @@ def map_backend(cfg: dict[str, Any], draft: Draft) -> None:
         return
     spec = {"type": b} if isinstance(b, str) else b
     if not isinstance(spec, dict):
-        raise ConfigError(f"backend must be a mapping or a backend type, got {b!r}")
+        raise ConfigError(f"backend must be a mapping or a backend type, got {quote(b)}")
     kind = str(spec.get("type", "local")).lower()
     if kind == "local":
         draft.default("hardware.num_gpus", 1, "")
         return
     if kind not in ("ray", "horovod", "deepspeed"):
-        raise ConfigError(f"backend.type must be one of local, ray, horovod, deepspeed; got {kind!r}")
+        raise ConfigError(f"backend.type must be one of local, ray, horovod, deepspeed; got {quote(kind)}")
     trainer = section(spec, "trainer", "backend.trainer") if kind == "ray" else {}
     if trainer.get("num_workers"):
         draft.set("hardware.num_gpus", int(trainer["num_workers"]))
@@ -163,19 +163,19 @@ def map_backend(cfg: dict[str, Any], draft: Draft) -> None:
 def _strategy(strategy: Any, draft: Draft, path: str) -> None:
     spec = {"type": strategy} if isinstance(strategy, str) else strategy
     if not isinstance(spec, dict):
-        raise ConfigError(f"{path} must be a strategy name or a mapping, got {strategy!r}")
+        raise ConfigError(f"{path} must be a strategy name or a mapping, got {quote(strategy)}")
     kind = str(spec.get("type", "ddp")).lower()
     if kind in ("ddp", "horovod", "fsdp"):
         draft.set("hardware.strategy", "fsdp" if kind == "fsdp" else "ddp")
         return
     if kind != "deepspeed":
-        raise ConfigError(f"{path} type must be one of ddp, fsdp, horovod, deepspeed; got {kind!r}")
+        raise ConfigError(f"{path} type must be one of ddp, fsdp, horovod, deepspeed; got {quote(kind)}")
     draft.native["framework"] = "deepspeed"
     zero = section(spec, "zero_optimization", f"{path}.zero_optimization")
     stages = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
     if zero.get("stage") is not None:
         if zero["stage"] not in stages:
-            raise ConfigError(f"{path}.zero_optimization.stage must be 0, 1, 2 or 3; got {zero['stage']!r}")
+            raise ConfigError(f"{path}.zero_optimization.stage must be 0, 1, 2 or 3; got {quote(zero['stage'])}")
         draft.set("hardware.strategy", stages[zero["stage"]])
     else:
         draft.default("hardware.strategy", "zero3", f"{path}.zero_optimization.stage not given: assumed ZeRO stage 3 (Ludwig's DeepSpeed default)")

@@ -1,10 +1,16 @@
 """The native perfmodel config (DESIGN.md, "Contracts"): sections `model`, `training`, `hardware`.
 
 Allowed keys are the contract keys plus every field of ModelSpec / TrainingSpec / ParallelSpec
-(so anything a Workload holds can be given), and these extensions: `model.path` (a Hugging Face
-config.json or its folder), `training.dataset` / `training.text_columns` (size the data from a
-file), and a top-level `framework`. Unknown keys are a ConfigError naming the key path and the
-allowed keys. Numbers written as strings (PyYAML reads `5.0e8` as a string) are accepted.
+(so anything a Workload holds can be given), and these extensions (`CONFIG_KEYS`): `model.path` (a
+Hugging Face config.json or its folder), `training.dataset` / `training.text_columns` (size the
+data from a file), and a top-level `framework`. Hugging Face `TrainingArguments` keys are read in
+the training section where they map one-to-one (hf_args.py). Numbers written as strings (PyYAML
+reads `5.0e8` as a string) are accepted; every number must be finite and inside its field's range
+(`perfmodel.workload.FIELD_RANGES`).
+
+Every problem is collected before anything is raised (`validate`, `combine_problems`): one
+problem is one line; several are listed together (see `combine_problems` for the format). Unknown
+keys name the key path, close matches and the allowed keys.
 
 Resolution: defaults -> file -> flags. A `Draft` carries the config as read (file, then `--set`,
 then flags) plus `soft` defaults from another format (Ludwig's own defaults); build.py fills the
@@ -22,9 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfmodel.catalog import get_model
-from perfmodel.errors import CatalogError, ConfigError
-from perfmodel.workload import ModelSpec, ParallelSpec, TrainingSpec, Workload
+from perfmodel.catalog import get_model, local_config_path, model_from_hf_config
+from perfmodel.config import hf_args
+from perfmodel.errors import CatalogError, ConfigError, PerfModelError, clip, quote
+from perfmodel.workload import (
+    FRAMEWORKS,
+    ModelSpec,
+    ParallelSpec,
+    TrainingSpec,
+    Workload,
+    choice_problem,
+    field_problem,
+)
 
 SECTIONS = ("model", "training", "hardware")
 TOP_LEVEL = (*SECTIONS, "framework")
@@ -35,16 +50,38 @@ MISSING_AMOUNT = (
 _DIM_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
              "gated_mlp", "num_experts", "learned_pos_embeddings")
 
+CONFIG_KEYS: dict[str, tuple[str, str]] = {
+    "model.name": ("string", "Catalog key or alias (`perfmodel models`), or a Hugging Face id: the catalog first, then "
+                   "the id's config.json in the local Hugging Face cache (offline). A path to a Hugging Face "
+                   "config.json or its folder is read too, relative to the config's folder. With the dimensions "
+                   "below instead, any name."),
+    "model.path": ("string", "A Hugging Face config.json or the folder holding it, relative to the config's folder; "
+                   "the model is named after its folder unless model.name is given."),
+    "training.dataset": ("string", "A CSV / TSV / Parquet / JSONL file (relative to the config's folder) whose rows "
+                         "are counted as training.samples per epoch (used when neither tokens, samples nor steps "
+                         "is given)."),
+    "training.text_columns": ("list of strings", "Columns of training.dataset whose text is counted (characters / 4 "
+                              "per token); default: every string column."),
+    "hardware.gpu": ("string", "Accelerator catalog key or alias (`perfmodel gpus`), or cpu (this machine). An alias "
+                     "(H100 -> H100-SXM) is resolved and the resolution listed in the assumptions."),
+    "framework": ("string", "Software stack family the learned model knows (see the allowed values); default hf-eager."),
+}
+"""Keys of the config layer that are not Workload fields: dotted key -> (type, meaning)."""
+
 
 @dataclass
 class Draft:
     """A config on its way to a Workload: explicit values (file, overrides, flags) in `native`,
-    defaults of the source format in `soft` (dotted key -> (value, assumption line)), and notes."""
+    defaults of the source format in `soft` (dotted key -> (value, assumption line)), and notes.
+    `source` names the config in errors; `base_dir` is the config's folder (relative paths in the
+    config are read from there)."""
 
     native: dict[str, Any] = field(default_factory=lambda: {s: {} for s in SECTIONS})
     soft: dict[str, tuple[Any, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     missing_amount: str = MISSING_AMOUNT
+    source: str = "the config"
+    base_dir: Path | None = None
 
     def set(self, dotted: str, value: Any) -> None:
         section, key = dotted.split(".")
@@ -86,7 +123,7 @@ def _field_types(cls: type) -> dict[str, type]:
 
 @functools.cache
 def schema() -> dict[str, dict[str, type]]:
-    """Allowed keys and their types, per section."""
+    """Allowed native keys and their types, per section."""
     return {
         "model": {"name": str, "path": str, **{k: v for k, v in _field_types(ModelSpec).items() if k != "name"}},
         "training": {**_field_types(TrainingSpec), "dataset": str, "text_columns": list},
@@ -94,38 +131,66 @@ def schema() -> dict[str, dict[str, type]]:
     }
 
 
+def frameworks() -> tuple[str, ...]:
+    """Allowed `framework` values: the software-stack families the learned model knows
+    (perfmodel.workload.FRAMEWORKS), and 'other' (what it maps anything else to)."""
+    return (*FRAMEWORKS, "other")
+
+
+def _name(key: Any) -> str:
+    """A key as it appears in a dotted path (quoted and cut when odd or long)."""
+    text = str(key)
+    return text if len(text) <= 60 and text.isprintable() and " " not in text else quote(key, 60)
+
+
+def _unknown_key(section: str, key: Any, origin: str = "") -> str:
+    import difflib
+
+    allowed = list(schema()[section])
+    close = difflib.get_close_matches(str(key), allowed, n=2, cutoff=0.6)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    hf = "; Hugging Face TrainingArguments keys are accepted too (docs/config.md)" if section == "training" else ""
+    where = f"{origin}: " if origin else ""
+    return f"{where}unknown key {section}.{_name(key)}{hint}; allowed keys in {section}: {', '.join(allowed)}{hf}"
+
+
 def check_key(parts: tuple[str, ...], origin: str) -> None:
-    """ConfigError unless `parts` is a native key path (used for --set)."""
+    """ConfigError unless `parts` is a native key path or a Hugging Face training key (for --set)."""
     if parts == ("framework",):
         return
     if parts[0] not in SECTIONS:
-        raise ConfigError(f"{origin}: unknown section {parts[0]!r}; allowed: {', '.join(TOP_LEVEL)}")
-    allowed = schema()[parts[0]]
-    if len(parts) != 2 or parts[1] not in allowed:
-        raise ConfigError(
-            f"{origin}: unknown key {'.'.join(parts)}; allowed keys in {parts[0]}: {', '.join(allowed)}"
-        )
+        raise ConfigError(f"{origin}: unknown section {quote(parts[0])}; allowed: {', '.join(TOP_LEVEL)}")
+    if len(parts) == 2 and parts[0] == "training" and parts[1] in hf_args.KEYS:
+        return
+    if len(parts) != 2 or parts[1] not in schema()[parts[0]]:
+        raise ConfigError(_unknown_key(parts[0], ".".join(parts[1:]), origin))
 
 
 def _coerce(path: str, value: Any, typ: type) -> Any:
     if typ is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{path} must be true or false, got {value!r}")
+        raise ConfigError(f"{path} must be true or false, got {quote(value)}")
     if typ in (int, float):
         number: float | None = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str):
+        if isinstance(value, int) and not isinstance(value, bool):
+            # Python ints are exact: the range check decides; a float field keeps a huge int as is
+            # (float() would overflow) and its range refuses it.
+            return value if typ is int or abs(value) > 10**300 else float(value)
+        if isinstance(value, float):
+            number = value
+        elif isinstance(value, str) and len(value) <= 64:
             try:
                 number = float(value.strip().replace("_", ""))
             except ValueError:
                 number = None
-        if number is None or not math.isfinite(number):
-            raise ConfigError(f"{path} must be a number, got {value!r}")
+        if number is None:
+            raise ConfigError(f"{path} must be a number, got {quote(value)}")
+        if not math.isfinite(number):
+            raise ConfigError(f"{path} must be a finite number, got {quote(value)}")
         if typ is int:
             if not number.is_integer():
-                raise ConfigError(f"{path} must be a whole number, got {value!r}")
+                raise ConfigError(f"{path} must be a whole number, got {quote(value)}")
             return int(number)
         return number
     if typ is str:
@@ -133,36 +198,100 @@ def _coerce(path: str, value: Any, typ: type) -> Any:
             return value.strip()
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-        raise ConfigError(f"{path} must be a non-empty string, got {value!r}")
+        raise ConfigError(f"{path} must be a non-empty string, got {quote(value)}")
     if typ is list:
         items = [value] if isinstance(value, str) else value
         if isinstance(items, list) and items and all(isinstance(x, str) for x in items):
             return items
-        raise ConfigError(f"{path} must be a list of column names, got {value!r}")
+        raise ConfigError(f"{path} must be a list of column names, got {quote(value)}")
     return value
 
 
-def validate(raw: dict[str, Any]) -> dict[str, Any]:
-    """Check keys and types; returns {'model': {...}, 'training': {...}, 'hardware': {...}, 'framework': ...}
-    with None values dropped."""
+@dataclass
+class Checked:
+    """A config after key, type and range checks: the values that passed, the assumption lines
+    of key mappings (Hugging Face keys), and every problem found (none raised yet)."""
+
+    cfg: dict[str, Any]
+    notes: list[str]
+    problems: list[str]
+    bad_keys: set[str]
+    """Dotted keys (and sections) that had a problem: nothing is built from them."""
+
+    def bad(self, prefix: str) -> bool:
+        return any(k == prefix or k.startswith(prefix + ".") for k in self.bad_keys)
+
+
+def validate(raw: dict[str, Any]) -> Checked:
+    """Check every key, type and range of a native config, collecting all problems (so a config
+    with several mistakes reports them at once). None values are dropped."""
     out: dict[str, Any] = {s: {} for s in SECTIONS}
+    checked = Checked(cfg=out, notes=[], problems=[], bad_keys=set())
+
+    def problem(dotted: str, message: str) -> None:
+        checked.problems.append(message)
+        checked.bad_keys.add(dotted)
+
     for key, value in raw.items():
         if key not in TOP_LEVEL:
-            raise ConfigError(f"unknown top-level key {key!r}; allowed: {', '.join(TOP_LEVEL)}")
+            problem(str(key), f"unknown top-level key {quote(key)}; allowed: {', '.join(TOP_LEVEL)}")
+            continue
         if value is None:
             continue
         if key == "framework":
-            out["framework"] = _coerce("framework", value, str)
+            try:
+                name = _coerce("framework", value, str)
+            except ConfigError as exc:
+                problem("framework", str(exc))
+                continue
+            issue = choice_problem("framework", name, frameworks())
+            if issue:
+                problem("framework", issue)
+            else:
+                out["framework"] = name
             continue
         if not isinstance(value, dict):
-            raise ConfigError(f"{key} must be a mapping of keys (e.g. {key}.{next(iter(schema()[key]))}: ...), got {value!r}")
+            example = next(iter(schema()[key]))
+            problem(key, f"{key} must be a mapping of keys (e.g. {key}.{example}: ...), got {quote(value)}")
+            continue
+        section = dict(value)
+        if key == "training":
+            section, notes, issues = hf_args.translate(section)
+            checked.notes.extend(notes)
+            for issue in issues:
+                problem("training", issue)
         allowed = schema()[key]
-        for k, v in value.items():
+        for k, v in section.items():
+            dotted = f"{key}.{_name(k)}"
             if k not in allowed:
-                raise ConfigError(f"unknown key {key}.{k}; allowed keys in {key}: {', '.join(allowed)}")
-            if v is not None:
-                out[key][k] = _coerce(f"{key}.{k}", v, allowed[k])
-    return out
+                problem(dotted, _unknown_key(key, k))
+                continue
+            if v is None:
+                continue
+            try:
+                coerced = _coerce(dotted, v, allowed[k])
+            except ConfigError as exc:
+                problem(dotted, str(exc))
+                continue
+            issue = field_problem(dotted, coerced)
+            if issue:
+                problem(dotted, issue)
+                continue
+            out[key][k] = coerced
+    return checked
+
+
+def combine_problems(problems: list[PerfModelError], source: str) -> PerfModelError:
+    """One error for every problem found: the problem itself when there is one; else a ConfigError
+    that lists them all, on one line when they fit in ~300 characters ("N problems in SOURCE: a;
+    b"), else as a first line "N problems in SOURCE:" followed by one line each."""
+    if len(problems) == 1:
+        return problems[0]
+    lines = [str(p).splitlines()[0] if str(p) else type(p).__name__ for p in problems]
+    head = f"{len(lines)} problems in {source}"
+    single = f"{head}: {'; '.join(lines)}"
+    message = single if len(single) <= 300 else head + ":\n" + "\n".join(f"  - {line}" for line in lines)
+    return ConfigError(message, problems=lines)
 
 
 def _has_dims(m: dict[str, Any]) -> bool:
@@ -174,38 +303,46 @@ def _has_dims(m: dict[str, Any]) -> bool:
     return "params_total" in m and "forward_gflops_per_sample" in m
 
 
-def resolve_model(m: dict[str, Any], base_dir: Path | None) -> ModelSpec:
-    """Catalog entry (model.name or model.path) with explicit dims on top, or a custom model."""
+def resolve_model(m: dict[str, Any], base_dir: Path | None) -> tuple[ModelSpec, list[str]]:
+    """Catalog entry (model.name or model.path) with explicit dims on top, or a custom model; and
+    the assumption lines of the resolution. Paths are relative to `base_dir` (the config's folder)."""
     fields = {k: v for k, v in m.items() if k not in ("name", "path")}
     name, path = m.get("name"), m.get("path")
+    notes: list[str] = []
     base: ModelSpec | None = None
     if path is not None:
         p = Path(path).expanduser()
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
-        if not p.exists():
-            raise ConfigError(f"model.path {p} does not exist (give a Hugging Face config.json or its folder)")
-        if p.is_dir() and not (p / "config.json").is_file():
-            raise ConfigError(f"model.path {p} holds no config.json")
-        base = get_model(str(p))
+        found = local_config_path(str(p))
+        if found is None:
+            what = "holds no config.json" if p.is_dir() else "does not exist" if not p.exists() else "is not a .json file"
+            raise ConfigError(f"model.path {clip(str(p))} {what} (give a Hugging Face config.json or its folder)")
+        base = model_from_hf_config(found)
     elif name is not None:
         try:
-            base = get_model(name)
+            base = get_model(name, base_dir=base_dir)
         except CatalogError:
             if not _has_dims(fields):
                 raise
+        if base is not None and base.source.startswith("Hugging Face config.json of"):
+            notes.append(f"model.name {name}: not in the catalog; dimensions read from {base.source}")
     elif not fields:
         raise ConfigError(
             "model.name is required: a catalog name (`perfmodel models` lists them) or a Hugging Face id; "
             "or give model.hidden_size, model.num_layers and model.num_heads (or model.path to a config.json)"
         )
     if base is None:
-        return ModelSpec(name=name or "custom", **fields)
+        spec = ModelSpec(name=name or "custom", **fields)
+        if spec.is_transformer and "gated_mlp" not in fields:
+            notes.append("model.gated_mlp not given: assumed false (a 2-matrix MLP, GPT/BERT style; set "
+                         "model.gated_mlp: true for SwiGLU/GeGLU models such as Llama, Mistral or Qwen)")
+        return spec, notes
     if name is not None and path is not None:
         fields["name"] = name
     if any(k in fields for k in _DIM_KEYS) and "params_total" not in fields and base.is_transformer:
         fields["params_total"] = None  # a catalog total no longer matches changed dims
-    return dataclasses.replace(base, **fields) if fields else base
+    return (dataclasses.replace(base, **fields) if fields else base), notes
 
 
 def workload_to_native(w: Workload) -> dict[str, Any]:

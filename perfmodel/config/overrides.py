@@ -9,59 +9,47 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, clip, quote
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The mapping held by a YAML file; ConfigError if missing, a directory, unreadable, not YAML,
-    empty or not a mapping."""
-    import yaml
+    """The mapping held by a YAML file, read through the bounded loader (safe_yaml.py);
+    ConfigError if missing, not a regular file, too large, not YAML, has a duplicate key, empty or
+    not a mapping."""
+    from perfmodel.config.safe_yaml import read_yaml_file
 
     p = Path(path).expanduser()
-    if not p.exists():
-        raise ConfigError(f"config file {p} does not exist")
-    if p.is_dir():
-        raise ConfigError(f"config path {p} is a directory; give a YAML file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{p} is not valid YAML{where}: {problem}") from exc
+    data = read_yaml_file(p, what="config file")
     if data is None:
-        raise ConfigError(f"config file {p} is empty")
+        raise ConfigError(f"config file {clip(str(p))} is empty")
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{p} must hold a mapping (native sections model/training/hardware, or a Ludwig config), "
-            f"got a {type(data).__name__}"
+            f"{clip(str(p))} must hold a mapping (native sections model/training/hardware, or a Ludwig "
+            f"config), got a {type(data).__name__}"
         )
     return data
 
 
 def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     """`'training.micro_batch_size=16'` -> (('training', 'micro_batch_size'), 16). The value is read as
-    a YAML scalar (so `16` is an int, `true` a bool, `null` unsets the key)."""
-    import yaml
+    a YAML scalar through the bounded loader (so `16` is an int, `true` a bool, `null` unsets the
+    key, `[a, b]` a list)."""
+    from perfmodel.config.safe_yaml import load_yaml_text
 
+    shown = quote(text)
     if "=" not in text:
-        raise ConfigError(f"--set {text!r} must look like section.key=value, e.g. training.micro_batch_size=16")
+        raise ConfigError(f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16")
     key, raw = text.split("=", 1)
     parts = tuple(p.strip() for p in key.strip().split("."))
     if any(not p for p in parts):
         raise ConfigError(
-            f"--set {text!r}: the key must be a dotted path such as training.micro_batch_size or hardware.gpu"
+            f"--set {shown}: the key must be a dotted path such as training.micro_batch_size or hardware.gpu"
         )
     if not raw.strip():
-        raise ConfigError(f"--set {text!r} has no value; write {key.strip()}=null to unset the key")
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {text!r}: the value is not a YAML scalar ({exc.__class__.__name__})") from exc
+        raise ConfigError(f"--set {shown} has no value; write {clip(key.strip())}=null to unset the key")
+    value = load_yaml_text(raw, source=f"--set {shown}")
+    if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+        raise ConfigError(f"--set {shown}: the value must be a number, a word, true/false, null or a list of words")
     return parts, value
 
 
@@ -74,7 +62,7 @@ def set_path(config: dict[str, Any], parts: Sequence[str], value: Any, *, origin
             child = node[part] = {}
         elif not isinstance(child, dict):
             where = ".".join(parts[: i + 1])
-            raise ConfigError(f"{origin or '.'.join(parts)}: {where} is not a section")
+            raise ConfigError(f"{origin or quote('.'.join(parts))}: {where} is not a section")
         node = child
     if value is None:
         node.pop(parts[-1], None)

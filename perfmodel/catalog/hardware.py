@@ -1,0 +1,238 @@
+"""Accelerator lookup over the catalog data: catalog accelerators by key or alias, extra
+accelerators made resolvable for a `with` block (`use_extra_gpus`), this machine's CPU, and the
+hosts the collectors measured (their fingerprints and micro-benchmark shards under
+`perfmodel.paths.raw_dir()`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from perfmodel.catalog.data import gpu_entries, gpu_index, norm, unknown_name
+from perfmodel.errors import CatalogError
+from perfmodel.workload import GPUSpec
+
+_GPU_FIELDS = {f.name for f in dataclasses.fields(GPUSpec)}
+_HINT = "(`perfmodel gpus` lists them all)"
+
+_EXTRA_GPUS: list[dict[str, GPUSpec]] = []
+"""Layers of extra accelerators made resolvable by `use_extra_gpus` (innermost last)."""
+
+
+def _extra_gpus() -> dict[str, GPUSpec]:
+    """Normalised name or alias -> spec of every extra accelerator active now."""
+    out: dict[str, GPUSpec] = {}
+    for layer in _EXTRA_GPUS:
+        out.update(layer)
+    return out
+
+
+@contextlib.contextmanager
+def use_extra_gpus(specs: Iterable[GPUSpec]) -> Iterator[None]:
+    """Make extra accelerators resolvable by `get_gpu` (by name or alias) and listed by
+    `gpu_names` inside the `with` block, in this process (for synthetic tests). An extra spec whose
+    name equals a catalog key shadows that entry inside the block. Blocks nest."""
+    layer: dict[str, GPUSpec] = {}
+    for spec in specs:
+        if not isinstance(spec, GPUSpec):
+            raise TypeError(f"use_extra_gpus takes GPUSpec objects, got {type(spec).__name__}")
+        for alias in (spec.name, *spec.aliases):
+            layer[norm(alias)] = spec
+    _EXTRA_GPUS.append(layer)
+    try:
+        yield
+    finally:
+        _EXTRA_GPUS.remove(layer)
+
+
+def gpu_names() -> list[str]:
+    """Catalog keys of every accelerator, then extras from `use_extra_gpus`, then 'cpu'."""
+    catalog = gpu_entries()
+    extras = [s.name for s in _extra_gpus().values() if s.name not in catalog]
+    return [*catalog, *dict.fromkeys(extras), "cpu"]
+
+
+def resolve_gpu_key(name: str) -> str | None:
+    """The key for a name or alias (an extra's name inside `use_extra_gpus`), or None (no error).
+    'cpu' resolves to 'cpu'."""
+    if norm(name) == "cpu":
+        return "cpu"
+    extra = _extra_gpus().get(norm(name))
+    if extra is not None:
+        return extra.name
+    return gpu_index().get(norm(name))
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """The accelerator called `name` (key or alias; 'cpu' describes this machine)."""
+    if norm(name) == "cpu":
+        return describe_local_cpu()
+    extra = _extra_gpus().get(norm(name))
+    if extra is not None:
+        return extra
+    key = gpu_index().get(norm(name))
+    if key is None:
+        raise unknown_name("GPU", name, gpu_names(), _HINT)
+    return gpu_from_entry(gpu_entries()[key])
+
+
+def gpu_resolution_note(name: str) -> str | None:
+    """A line saying which accelerator an alias resolved to ('H100' -> H100-SXM, naming the
+    other variants), or None when `name` is the key itself (any case) or unknown."""
+    key = resolve_gpu_key(name)
+    if key is None or norm(name) == norm(key):
+        return None
+    typed = norm(name)
+    others = [k for k in gpu_entries() if k != key and typed in norm(k)]
+    also = f"; other variants: {', '.join(others)}" if others else ""
+    return f"hardware.gpu {name} resolved to {key}{also}"
+
+
+def gpu_from_entry(entry: dict[str, Any]) -> GPUSpec:
+    """A GPUSpec from a catalog mapping (keys that are not GPUSpec fields, like sources, skipped)."""
+    data = {k: v for k, v in entry.items() if k in _GPU_FIELDS}
+    data["aliases"] = tuple(str(a).lower() for a in data.get("aliases", ()))
+    data["peak_tflops"] = {k: float(v) for k, v in (data.get("peak_tflops") or {}).items() if v}
+    return GPUSpec(**data)
+
+
+def gpu_entry(name: str) -> dict[str, Any]:
+    """The raw catalog mapping (with sources) for display."""
+    key = gpu_index().get(norm(name))
+    if key is None:
+        raise unknown_name("GPU", name, list(gpu_entries()), _HINT)
+    return dict(gpu_entries()[key])
+
+
+# --- CPUs (this machine and measured hosts) --------------------------------------------------
+
+
+def local_cpu_facts() -> tuple[str, int, float]:
+    """(CPU model name, usable cores, host memory in GB) of this machine."""
+    import os
+    import platform
+
+    model = platform.processor() or platform.machine()
+    mem_gb = 0.0
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal"):
+                    mem_gb = int(line.split()[1]) * 1024 / 1e9
+                    break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return model, cores, round(mem_gb, 1)
+
+
+def cpu_spec(model: str, cores: int, memory_gb: float, measured: dict[str, float]) -> GPUSpec:
+    """A CPU as an accelerator entry. Peaks are rough (cores x clock x SIMD width); measured
+    ceilings from the collectors' micro-benchmarks take precedence in the roofline."""
+    # AVX2 FMA: 2 FMA units x 8 fp32 lanes x 2 FLOPs at ~2.5 GHz = 80 GFLOP/s per core.
+    fp32 = cores * 0.08
+    return GPUSpec(
+        name="cpu",
+        vendor="cpu",
+        generation=model,
+        memory_gb=memory_gb,
+        hbm_bandwidth_gb_per_s=measured.get("hbm_copy_gb_per_s", 20.0),
+        peak_tflops={"fp32": fp32, "tf32": fp32, "bf16": fp32, "fp16": fp32 / 2},
+        intra_node_bandwidth_gb_per_s=10.0,
+        inter_node_bandwidth_gb_per_s=1.25,
+        sm_count=cores,
+        sources={"peak_tflops": f"estimate: {cores} cores x 80 GFLOP/s (AVX2 FMA at ~2.5 GHz)"},
+        measured=measured,
+    )
+
+
+def _raw_dir() -> Path:
+    from perfmodel import paths
+
+    return paths.raw_dir()
+
+
+def describe_local_cpu() -> GPUSpec:
+    """This machine's CPU, with the measured ceilings of a host with the same CPU model and core
+    count if the collectors have measured one (fingerprints in `perfmodel.paths.raw_dir()`)."""
+    return _describe_local_cpu(str(_raw_dir()))
+
+
+@functools.cache
+def _describe_local_cpu(raw: str) -> GPUSpec:
+    model, cores, mem_gb = local_cpu_facts()
+    measured: dict[str, float] = {}
+    for fp in _fingerprints(raw):
+        if fp.get("kind") == "cpu" and fp.get("cpu_model") == model and int(fp.get("cpu_cores", 0)) == cores:
+            measured = _measured_ceilings(raw, str(fp["hardware_id"]))
+            break
+    return cpu_spec(model, cores, mem_gb, measured)
+
+
+@functools.cache
+def _fingerprints(raw: str) -> tuple[dict[str, Any], ...]:
+    out = []
+    for path in sorted(Path(raw).glob("fingerprint__*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return tuple(out)
+
+
+def measured_ceilings(hardware_id: str) -> dict[str, float]:
+    """Best achieved matmul TFLOP/s per dtype and memory-copy GB/s of one measured host, from its
+    micro-benchmark shards (keys 'matmul_<dtype>_tflops', 'hbm_copy_gb_per_s')."""
+    return _measured_ceilings(str(_raw_dir()), hardware_id)
+
+
+@functools.cache
+def _measured_ceilings(raw: str, hardware_id: str) -> dict[str, float]:
+    shards = sorted(Path(raw).glob(f"microbench__{hardware_id}__*.parquet"))
+    if not shards:
+        return {}
+    import pandas as pd
+
+    frame = pd.concat([pd.read_parquet(p) for p in shards], ignore_index=True)
+    frame = frame[frame["status"] == "ok"]
+    out: dict[str, float] = {}
+    for dtype, value in frame[frame["bench"] == "matmul"].groupby("dtype")["achieved_tflops"].max().items():
+        if value == value:  # not NaN
+            out[f"matmul_{dtype}_tflops"] = float(value)
+    copy = frame.loc[frame["bench"] == "hbm_copy", "achieved_gb_per_s"].max()
+    if copy == copy:
+        out["hbm_copy_gb_per_s"] = float(copy)
+    return out
+
+
+def get_measured_host(hardware_id: str) -> GPUSpec:
+    """The accelerator a measured host had, with that host's measured ceilings (own rows are
+    rebuilt with the host that measured them, not with the machine reading them)."""
+    raw = str(_raw_dir())
+    fp = next((f for f in _fingerprints(raw) if f.get("hardware_id") == hardware_id), None)
+    if fp is None:
+        raise CatalogError(f"no fingerprint for host {hardware_id!r} in {raw}")
+    measured = _measured_ceilings(raw, hardware_id)
+    if fp.get("kind") != "cpu":
+        base = get_gpu(str(fp.get("gpu")))
+        return dataclasses.replace(base, measured={**base.measured, **measured})
+    return cpu_spec(
+        str(fp.get("cpu_model", "")),
+        int(fp.get("cpu_cores") or 1),
+        float(fp.get("host_memory_gb") or 0.0),
+        measured,
+    )
