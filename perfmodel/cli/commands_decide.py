@@ -1,0 +1,250 @@
+"""`perfmodel sweep`, `perfmodel compare` and `perfmodel advise`: predictions over alternatives.
+
+Each command parses flags, calls the library function in perfmodel/decide/, and renders the
+result (Rich tables, or --json / --csv)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from perfmodel.cli import _common
+from perfmodel.errors import ConfigError
+
+_DURATION_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_command)
+    app.command("compare")(compare_command)
+    app.command("advise")(advise_command)
+
+
+def parse_duration(text: str, flag: str = "--deadline") -> float:
+    """'24h' -> 86400.0; units s, m/min, h, d, w; a bare number is hours; combinations like 1d12h."""
+    cleaned = text.strip().lower().replace(" ", "")
+    if re.fullmatch(r"\d+(\.\d+)?", cleaned):
+        return float(cleaned) * 3600.0
+    parts = re.findall(r"(\d+(?:\.\d+)?)(sec|min|hr|s|m|h|d|w)", cleaned)
+    if not parts or "".join(n + u for n, u in parts) != cleaned:
+        raise ConfigError(
+            f"{flag} {text!r} is not a duration: write e.g. 24h, 90m, 2d or 1d12h (a bare number is hours)"
+        )
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def parse_usd(text: str, flag: str = "--budget") -> float:
+    cleaned = text.strip().lower().replace(",", "").replace("$", "").replace("usd", "").strip()
+    try:
+        return float(cleaned)
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} is not an amount in USD: write e.g. 500 or $1200") from None
+
+
+# --- shared options --------------------------------------------------------------------------------
+
+_SET = typer.Option(
+    [], "--set", help="Override a key for every run: --set training.seq_len=1024 (repeatable)."
+)
+_TOKENS = typer.Option(None, "--tokens", help="Training tokens (all epochs).")
+_ROWS = typer.Option(None, "--rows", help="Training samples (dataset rows before Ludwig's split).")
+_DATASET = typer.Option(None, "--dataset", help="CSV, parquet or JSONL file to size the data from.")
+_PRICE = typer.Option(
+    None, "--price", help="USD per GPU-hour for every run (default: the catalog's list price)."
+)
+_CONFIDENCE = typer.Option(0.9, "--confidence", help="Interval confidence level.")
+_ANALYTIC = typer.Option(False, "--analytic", help="Ignore the learned model; analytic bound only.")
+_MODEL_DIR = typer.Option(None, "--model-dir", help="Learned model folder (default: the shipped models/).")
+_JSON = typer.Option(False, "--json", help="Machine-readable output.")
+
+
+def _shared(
+    set_: list[str],
+    tokens: float | None,
+    rows: int | None,
+    dataset: Path | None,
+    price: float | None,
+    confidence: float,
+    model_dir: Path | None,
+    analytic: bool,
+) -> dict[str, Any]:
+    """The library keywords of the options every decide command shares."""
+    return {
+        "overrides": set_,
+        "tokens": tokens,
+        "rows": rows,
+        "dataset": dataset,
+        "price_per_gpu_hour": price,
+        "confidence": confidence,
+        "model_dir": model_dir,
+        "use_learned": not analytic,
+    }
+
+
+def _lean() -> None:
+    from perfmodel.learn import shipped
+
+    shipped.LEAN_LIGHTGBM_IMPORT = True  # one-shot process: keep the cold start fast
+
+
+# --- sweep -----------------------------------------------------------------------------------------
+
+
+def sweep_command(
+    config: Path = typer.Option(None, "--config", "-c", help="Native perfmodel YAML or a Ludwig config."),
+    vary: list[str] = typer.Option(
+        [], "--vary", help="KEY=V1,V2,... (repeatable): native keys, or Ludwig keys for a Ludwig config."
+    ),
+    set_: list[str] = _SET,
+    tokens: float = _TOKENS,
+    rows: int = _ROWS,
+    dataset: Path = _DATASET,
+    price: float = _PRICE,
+    confidence: float = _CONFIDENCE,
+    analytic: bool = _ANALYTIC,
+    model_dir: Path = _MODEL_DIR,
+    json_out: bool = _JSON,
+    csv_out: bool = typer.Option(False, "--csv", help="One CSV row per point on stdout."),
+    plot: Path = typer.Option(
+        None, "--plot", help="Draw time and cost against the first key into FILE.png or FILE.svg."
+    ),
+) -> None:
+    """Predict a config over a grid of values of any config keys: time, throughput, cost, memory, fits and MFU."""
+    if not vary:
+        raise typer.BadParameter("give at least one --vary KEY=V1,V2,...", param_hint="--vary")
+    if json_out and csv_out:
+        raise typer.BadParameter("give --json or --csv, not both", param_hint="--csv")
+    if config is None and not set_:
+        raise typer.BadParameter(
+            "give --config FILE (or describe the run with --set keys)", param_hint="--config"
+        )
+    _lean()
+    from perfmodel.decide.sweep import sweep
+
+    result = sweep(
+        config,
+        vary,
+        **_shared(set_, tokens, rows, dataset, price, confidence, model_dir, analytic),
+    )
+    if plot is not None:
+        from perfmodel.decide.plot import plot_sweep
+
+        plot_sweep(result, plot)
+        _common.stderr_console().print(f"wrote {plot}")
+    if json_out:
+        _common.print_json(result.to_json())
+        return
+    if csv_out:
+        import sys
+
+        sys.stdout.write(result.to_csv())
+        return
+    from perfmodel.decide.render import render_sweep
+
+    render_sweep(result, _common.stdout_console())
+
+
+# --- compare ---------------------------------------------------------------------------------------
+
+
+def compare_command(
+    configs: list[Path] = typer.Argument(..., help="Configs (native or Ludwig); ratios are to the first."),
+    variant: list[str] = typer.Option(
+        [], "--variant", help="The first config with keys changed: KEY=V[,KEY=V...] (repeatable)."
+    ),
+    set_: list[str] = _SET,
+    tokens: float = _TOKENS,
+    rows: int = _ROWS,
+    dataset: Path = _DATASET,
+    price: float = _PRICE,
+    confidence: float = _CONFIDENCE,
+    analytic: bool = _ANALYTIC,
+    model_dir: Path = _MODEL_DIR,
+    json_out: bool = _JSON,
+) -> None:
+    """Configs side by side, with the ratio of times (and costs) to the first and whether the difference exceeds the uncertainty."""
+    if len(configs) + len(variant) < 2:
+        raise typer.BadParameter(
+            "give at least two configs, or a config and a --variant", param_hint="CONFIGS"
+        )
+    _lean()
+    from perfmodel.decide.compare import compare
+
+    result = compare(
+        configs,
+        variants=variant,
+        **_shared(set_, tokens, rows, dataset, price, confidence, model_dir, analytic),
+    )
+    if json_out:
+        _common.print_json(result.to_json())
+        return
+    from perfmodel.decide.render import render_compare
+
+    render_compare(result, _common.stdout_console())
+
+
+# --- advise ----------------------------------------------------------------------------------------
+
+
+def advise_command(
+    config: Path = typer.Option(None, "--config", "-c", help="Native perfmodel YAML or a Ludwig config."),
+    deadline: str = typer.Option(
+        None, "--deadline", help="Finish within this time: 24h, 90m, 2d (a bare number is hours)."
+    ),
+    budget: str = typer.Option(None, "--budget", help="Cost at most this many USD."),
+    gpus: str = typer.Option(
+        None,
+        "--gpus",
+        help="Accelerators to consider, comma-separated (default: the config's and common rentable ones).",
+    ),
+    max_gpus: int = typer.Option(64, "--max-gpus", help="Largest GPU count to consider."),
+    top: int = typer.Option(3, "--top", help="Options shown per ranking."),
+    conservative: bool = typer.Option(
+        False, "--conservative", help="Apply deadline and budget to the intervals' high ends."
+    ),
+    set_: list[str] = _SET,
+    tokens: float = _TOKENS,
+    rows: int = _ROWS,
+    dataset: Path = _DATASET,
+    price: float = _PRICE,
+    confidence: float = _CONFIDENCE,
+    analytic: bool = _ANALYTIC,
+    model_dir: Path = _MODEL_DIR,
+    json_out: bool = _JSON,
+) -> None:
+    """Search precision, micro-batch, checkpointing, strategy, GPU type and count; rank what fits the deadline and budget by time and by cost."""
+    if config is None and not set_:
+        raise typer.BadParameter(
+            "give --config FILE (or describe the run with --set keys)", param_hint="--config"
+        )
+    _lean()
+    from perfmodel.decide.advise import advise
+
+    result = advise(
+        config,
+        deadline_s=parse_duration(deadline) if deadline is not None else None,
+        budget_usd=parse_usd(budget) if budget is not None else None,
+        gpus=[g.strip() for g in gpus.split(",") if g.strip()] if gpus else None,
+        max_gpus=max_gpus,
+        conservative=conservative,
+        top=top,
+        **_shared(set_, tokens, rows, dataset, price, confidence, model_dir, analytic),
+    )
+    if json_out:
+        _common.print_json(result.to_json())
+        return
+    from perfmodel.decide.render import render_advice
+
+    render_advice(result, _common.stdout_console())

@@ -1,0 +1,332 @@
+"""Advice: which precision, micro-batch, activation checkpointing, strategy, GPU type and count to
+run a config with, ranked by time and by cost among the options that meet a deadline and a budget.
+
+The search keeps the user's global batch (samples per optimizer step: a training hyperparameter,
+not a speed knob) and, per GPU type x precision x GPU count x strategy x checkpointing, takes the
+largest micro-batch that fits and divides the per-replica batch (gradient accumulation makes up
+the rest). It prunes by memory first (the analytic memory model, microseconds per check), drops
+checkpointing where it does not buy a larger micro-batch, and predicts only what is left. Every
+option is the user's config with a few keys changed, resolved and predicted like `predict` would
+(for a Ludwig config the change is written in Ludwig's keys and applied to the Ludwig YAML).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfmodel.decide.express import current_value, express, flag_text
+from perfmodel.decide.outcome import Outcome
+from perfmodel.decide.screen import screen
+from perfmodel.decide.search import (
+    DEFAULT_GPUS,
+    DEFAULT_MAX_GPUS,
+    candidates,
+    describe,
+    global_batch,
+    native_diff,
+)
+from perfmodel.decide.source import ConfigSource
+from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.workload import Workload
+
+CONSEQUENCES = ("framework", "hardware.cpu_offload")
+"""Keys a Ludwig change may move along with the intended ones (a Ray strategy that is not DeepSpeed
+ends DeepSpeed's framework and offload); they show in the option's diff of Ludwig keys."""
+SHORTLIST_FACTOR = 3
+"""Options predicted in full per ranking: this many times `top`, taken in the screen's order."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyChange:
+    """One key of the user's config changed by an option."""
+
+    key: str
+    """The key in the config's dialect (native or Ludwig)."""
+    old: Any
+    """Its value now (as written, else as resolved; None: not set)."""
+    new: Any
+    """Its value in the option."""
+    flag: str = ""
+    """For keys a Ludwig config cannot hold (hardware): the perfmodel flag that gives it."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "from": self.old, "to": self.new, "flag": self.flag or None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Option:
+    """One way to run the config."""
+
+    label: str
+    """GPUs, strategy, precision, batch, checkpointing in one line."""
+    changes: tuple[KeyChange, ...]
+    """The diff against the user's config, in its dialect."""
+    native_changes: dict[str, Any]
+    """The same change in native keys."""
+    outcome: Outcome
+    """Its prediction."""
+    meets_constraints: bool
+    """Within the deadline and the budget (and fits in memory)."""
+    tight_memory: bool
+    """Fits by the estimate, but the memory interval's high end does not."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "changes": [c.to_json() for c in self.changes],
+            "native_changes": dict(self.native_changes),
+            "meets_constraints": self.meets_constraints,
+            "tight_memory": self.tight_memory,
+            **self.outcome.to_json(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advice:
+    """The options that meet the constraints, fastest first and cheapest first."""
+
+    config: str
+    """The config's name."""
+    dialect: str
+    """'native' or 'ludwig'."""
+    deadline_s: float | None
+    """Deadline on total time, s."""
+    budget_usd: float | None
+    """Budget on cost, USD."""
+    conservative: bool
+    """Constraints applied to the intervals' high ends instead of the estimates."""
+    global_batch: int
+    """Samples per optimizer step, kept by every option."""
+    gpus: tuple[str, ...]
+    """Accelerators searched."""
+    max_gpus: int
+    """Largest GPU count searched."""
+    current: Option | None
+    """The config as it is (None when it cannot be predicted)."""
+    by_time: tuple[Option, ...]
+    """Fastest options that meet the constraints."""
+    by_cost: tuple[Option, ...]
+    """Cheapest options that meet the constraints."""
+    searched: int
+    """Combinations looked at (before pruning by memory)."""
+    fitting: int
+    """Combinations that fit by the memory model (after pruning)."""
+    meeting: int
+    """Of those, how many meet the constraints by the screen (decide/screen.py)."""
+    predicted: int
+    """Shortlisted options predicted in full (`predict`) that fit; the rankings come from these."""
+    confidence_level: float
+    """Level of every interval."""
+    notes: tuple[str, ...] = ()
+    """What was excluded and why."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "dialect": self.dialect,
+            "constraints": {
+                "deadline_s": self.deadline_s,
+                "budget_usd": self.budget_usd,
+                "conservative": self.conservative,
+                "global_batch": self.global_batch,
+                "gpus": list(self.gpus),
+                "max_gpus": self.max_gpus,
+            },
+            "confidence_level": self.confidence_level,
+            "current": self.current.to_json() if self.current else None,
+            "by_time": [o.to_json() for o in self.by_time],
+            "by_cost": [o.to_json() for o in self.by_cost],
+            "searched": self.searched,
+            "fitting": self.fitting,
+            "meeting": self.meeting,
+            "predicted": self.predicted,
+            "notes": list(self.notes),
+        }
+
+
+def _within(
+    time_s: float, cost_usd: float | None, deadline_s: float | None, budget_usd: float | None
+) -> bool:
+    if deadline_s is not None and time_s > deadline_s:
+        return False
+    return budget_usd is None or (cost_usd is not None and cost_usd <= budget_usd)
+
+
+def _meets(o: Outcome, deadline_s: float | None, budget_usd: float | None, conservative: bool) -> bool:
+    if not o.fits_in_memory:
+        return False
+    if conservative:
+        cost = o.cost_usd.high if o.cost_usd is not None else None
+        return _within(o.total_time_s.high, cost, deadline_s, budget_usd)
+    cost = o.cost_usd.estimate if o.cost_usd is not None else None
+    return _within(o.total_time_s.estimate, cost, deadline_s, budget_usd)
+
+
+def _option(
+    source: ConfigSource,
+    base: Workload,
+    native: dict[str, Any],
+    options: dict[str, Any],
+    constraints: tuple[float | None, float | None, bool],
+) -> Option | None:
+    from perfmodel.predict import predict
+
+    expressed = express(native, source, base.parallel.num_gpus, base.parallel.strategy)
+    if expressed is None:
+        return None
+    config_changes, flags = expressed
+    w = source.workload({**config_changes, **flags})
+    realized = native_diff(base, w)
+    extra = set(realized) - set(native) - set(CONSEQUENCES)
+    if extra or any(realized.get(k) != v for k, v in native.items()):
+        return None  # the dialect's keys did not give the intended run
+    pred = predict(w, **options)
+    outcome = Outcome.of(pred)
+    changes = [KeyChange(key=k, old=current_value(source, k), new=v) for k, v in config_changes.items()]
+    changes += [
+        KeyChange(key=k, old=current_value(source, k), new=v, flag=flag_text(k, v)) for k, v in flags.items()
+    ]
+    changes = [c for c in changes if c.old != c.new]  # e.g. backend.type: ray stays ray
+    return Option(
+        label=describe(w),
+        changes=tuple(changes),
+        native_changes=realized,
+        outcome=outcome,
+        meets_constraints=_meets(outcome, *constraints),
+        tight_memory=bool(outcome.memory_capacity_gb)
+        and outcome.peak_memory_gb.high > outcome.memory_capacity_gb,
+    )
+
+
+def advise(
+    config: str | Path | Mapping[str, Any] | None,
+    *,
+    deadline_s: float | None = None,
+    budget_usd: float | None = None,
+    gpus: Sequence[str] | None = None,
+    max_gpus: int = DEFAULT_MAX_GPUS,
+    conservative: bool = False,
+    top: int = 5,
+    overrides: Sequence[str] = (),
+    tokens: float | None = None,
+    rows: int | None = None,
+    dataset: str | Path | None = None,
+    price_per_gpu_hour: float | None = None,
+    confidence: float = 0.9,
+    model_dir: str | Path | None = None,
+    use_learned: bool = True,
+) -> Advice:
+    """Search how to run `config` and rank the options that fit and meet the deadline (total time,
+    s) and budget (USD): fastest first and cheapest first, `top` of each. With `conservative`, the
+    constraints apply to the intervals' high ends."""
+    from perfmodel.catalog import resolve_gpu_key
+    from perfmodel.predict import predict
+
+    for name, value in (("--deadline", deadline_s), ("--budget", budget_usd)):
+        if value is not None and not value > 0:
+            raise ConfigError(f"{name} must be > 0, got {value!r}")
+    if isinstance(max_gpus, bool) or not isinstance(max_gpus, int) or max_gpus < 1:
+        raise ConfigError(f"--max-gpus must be a whole number >= 1, got {max_gpus!r}")
+    if top < 1:
+        raise ConfigError(f"--top must be >= 1, got {top!r}")
+    source = ConfigSource.load(
+        config,
+        overrides=overrides,
+        tokens=tokens,
+        rows=rows,
+        dataset=dataset,
+        price_per_gpu_hour=price_per_gpu_hour,
+    )
+    base = source.base()
+    names = list(gpus) if gpus else [base.gpu.name, *DEFAULT_GPUS]
+    keys: list[str] = []
+    for name in names:
+        key = resolve_gpu_key(name)
+        if key is None:
+            from perfmodel.catalog import get_gpu
+
+            get_gpu(name)  # raises with close matches
+        elif key not in keys:
+            keys.append(str(key))
+    options: dict[str, Any] = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
+    constraints = (deadline_s, budget_usd, conservative)
+    notes: list[str] = []
+    if price_per_gpu_hour is not None and len(keys) > 1:
+        notes.append(f"--price {price_per_gpu_hour:g} applies to every accelerator searched")
+    found_by_memory: list[tuple[dict[str, Any], Workload]] = []
+    searched = 0
+    if base.model.arch == "gbm":
+        notes.append(
+            "a gradient-boosted-trees model trains with LightGBM on the CPU: no GPU settings to search"
+        )
+    else:
+        found_by_memory, searched = candidates(source, base, keys, max_gpus, notes)
+    screened = screen([w for _, w in found_by_memory], **options)
+    passing = []
+    for (native, _), s in zip(found_by_memory, screened, strict=True):
+        time_s = s.total_time_high_s if conservative else s.total_time_s
+        cost = s.cost_high_usd if conservative else s.cost_usd
+        if _within(time_s, cost, deadline_s, budget_usd):
+            passing.append((native, s))
+    inf = float("inf")
+    shortlist: dict[int, dict[str, Any]] = {}
+    for rank in (
+        lambda item: item[1].total_time_s,
+        lambda item: item[1].cost_usd if item[1].cost_usd is not None else inf,
+    ):
+        for native, _ in sorted(passing, key=rank)[: SHORTLIST_FACTOR * top]:
+            shortlist[id(native)] = native
+    found: list[Option] = []
+    for native in shortlist.values():
+        try:
+            option = _option(source, base, native, options, constraints)
+        except PerfModelError:
+            continue
+        if option is not None and option.outcome.fits_in_memory:
+            found.append(option)
+    current_pred = Outcome.of(predict(base, **options))
+    current = Option(
+        label=describe(base),
+        changes=(),
+        native_changes={},
+        outcome=current_pred,
+        meets_constraints=_meets(current_pred, *constraints),
+        tight_memory=bool(current_pred.memory_capacity_gb)
+        and current_pred.peak_memory_gb.high > current_pred.memory_capacity_gb,
+    )
+    meeting = [o for o in found if o.meets_constraints]
+    if budget_usd is not None:
+        unpriced = sorted({o.outcome.gpu for o in found if o.outcome.cost_usd is None})
+        if unpriced:
+            notes.append(f"no price for {', '.join(unpriced)}: excluded under a budget (give --price)")
+
+    def cost_key(o: Option) -> float:
+        return o.outcome.cost_usd.estimate if o.outcome.cost_usd is not None else inf
+
+    by_time = sorted(meeting, key=lambda o: (o.outcome.total_time_s.estimate, cost_key(o), len(o.changes)))
+    by_cost = sorted(
+        (o for o in meeting if o.outcome.cost_usd is not None),
+        key=lambda o: (cost_key(o), o.outcome.total_time_s.estimate, len(o.changes)),
+    )
+    return Advice(
+        config=source.label,
+        dialect=source.dialect,
+        deadline_s=deadline_s,
+        budget_usd=budget_usd,
+        conservative=conservative,
+        global_batch=global_batch(base),
+        gpus=tuple(keys),
+        max_gpus=max_gpus,
+        current=current,
+        by_time=tuple(by_time[:top]),
+        by_cost=tuple(by_cost[:top]),
+        searched=searched,
+        fitting=len(found_by_memory),
+        meeting=len(passing),
+        predicted=len(found),
+        confidence_level=confidence,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,300 @@
+"""What would fit when a run does not: the largest micro-batch that fits (gradient accumulation
+keeping the global batch), the same with activation checkpointing, and the fewest GPUs (with a
+sharding strategy) that fit, each with its predicted time.
+
+"Fits" is exactly `predict`'s verdict: the analytic peak memory per GPU (estimate) is at most the
+accelerator's memory. Memory grows with the micro-batch (activations and logits are linear in it),
+so the largest fitting micro-batch is found by bisection over the memory model alone; predictions
+are made only for the suggestions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfmodel.decide.outcome import Outcome
+from perfmodel.workload import Workload
+
+MICRO_BATCH_LIMIT = 65536
+"""Largest micro-batch searched."""
+SHARDING_ORDER = ("zero1", "zero2", "fsdp")
+"""Strategies tried when more GPUs are needed, from the least to the most sharding (fsdp shards
+weights, gradients and optimizer state like zero3)."""
+GPU_COUNTS = (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+"""GPU counts tried for the fewest GPUs that fit (the sizes clouds rent: 1, 2, 4 or 8 GPUs per
+server, then whole servers)."""
+
+
+def peak_memory_gb(w: Workload) -> float:
+    """The analytic peak memory per GPU, GB (the estimate `predict` reports)."""
+    from perfmodel.analytic import estimate
+
+    return float(estimate(w).memory.total_gb)
+
+
+def fits(w: Workload) -> bool:
+    """`predict`'s verdict: peak memory estimate <= the accelerator's memory (no limit known: True)."""
+    capacity = float(w.gpu.memory_gb)
+    return not capacity or peak_memory_gb(w) <= capacity
+
+
+def with_training(w: Workload, **changes: Any) -> Workload:
+    return dataclasses.replace(w, training=dataclasses.replace(w.training, **changes))
+
+
+def with_parallel(w: Workload, **changes: Any) -> Workload:
+    return dataclasses.replace(w, parallel=dataclasses.replace(w.parallel, **changes))
+
+
+def largest_micro_batch(w: Workload, *, limit: int = MICRO_BATCH_LIMIT) -> int | None:
+    """The largest micro-batch in [1, limit] with which `w` fits; None when 1 does not fit."""
+    if not fits(with_training(w, micro_batch_size=1)):
+        return None
+    lo, hi = 1, 2
+    while hi <= limit and fits(with_training(w, micro_batch_size=hi)):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:  # lo fits, hi does not (or is past the limit)
+        mid = (lo + hi) // 2
+        if fits(with_training(w, micro_batch_size=mid)):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def largest_divisor_that_fits(w: Workload, per_replica_batch: int) -> int | None:
+    """The largest divisor d of `per_replica_batch` (samples per replica per optimizer step) with
+    which `w` fits at micro-batch d; None when none does."""
+    top = largest_micro_batch(w, limit=per_replica_batch)
+    if top is None:
+        return None
+    return max(d for d in range(1, top + 1) if per_replica_batch % d == 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitSuggestion:
+    """One change that makes a run fit, with its prediction."""
+
+    kind: str
+    """'micro_batch', 'checkpointing' or 'gpus'."""
+    summary: str
+    """One line for people."""
+    changes: dict[str, Any]
+    """Native config keys -> new values."""
+    outcome: Outcome
+    """The prediction with the changes applied."""
+    global_batch_kept: bool
+    """True when samples per optimizer step are unchanged."""
+    config_changes: dict[str, Any] | None = None
+    """The change in the config's own dialect (Ludwig keys for a Ludwig config); None: as `changes`."""
+    flags: dict[str, Any] | None = None
+    """Native keys a Ludwig config cannot hold (hardware), given as perfmodel flags."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "summary": self.summary,
+            "changes": dict(self.changes),
+            "config_changes": dict(self.config_changes if self.config_changes is not None else self.changes),
+            "flags": dict(self.flags or {}),
+            "global_batch_kept": self.global_batch_kept,
+            **self.outcome.to_json(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitReport:
+    """What would fit a run that does not."""
+
+    fits: bool
+    """Whether the run as given fits."""
+    max_micro_batch_size: int | None
+    """The largest micro-batch that fits as configured otherwise (None: not even 1)."""
+    suggestions: tuple[FitSuggestion, ...]
+    """Changes that fit, each with its prediction (empty when the run fits)."""
+    notes: tuple[str, ...] = ()
+    """What was searched and found nothing."""
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [s.to_json() for s in self.suggestions]
+
+
+def _predict(w: Workload, options: dict[str, Any]) -> Outcome:
+    from perfmodel.predict import predict
+
+    return Outcome.of(predict(w, **options))
+
+
+def _changed(t: Any, **values: Any) -> dict[str, Any]:
+    """training.* keys whose new value differs from the TrainingSpec `t`."""
+    return {f"training.{k}": v for k, v in values.items() if getattr(t, k) != v}
+
+
+def _per_replica_batch(w: Workload) -> int:
+    return w.training.micro_batch_size * w.training.grad_accum_steps
+
+
+def suggest_fits(
+    w: Workload,
+    *,
+    confidence: float = 0.9,
+    model_dir: str | Path | None = None,
+    use_learned: bool = True,
+    max_gpus: int = 1024,
+    gpu_counts: Iterable[int] = GPU_COUNTS,
+    config: str | Path | Mapping[str, Any] | None = None,
+) -> FitReport:
+    """What would make `w` fit, each with its predicted time: the largest micro-batch (gradient
+    accumulation raised to keep the global batch), the same with activation checkpointing (when
+    off), and the fewest GPUs up to `max_gpus` with the least sharding that fits. Given the config
+    (file or mapping) `w` came from, a Ludwig config's suggestions are also written in Ludwig's keys."""
+    options = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
+    if fits(w):
+        return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w), suggestions=())
+    t = w.training
+    per_replica = _per_replica_batch(w)
+    suggestions: list[FitSuggestion] = []
+    notes: list[str] = []
+    top = largest_micro_batch(w)
+    mb = largest_divisor_that_fits(w, per_replica)
+    if mb is not None:
+        ga = per_replica // mb
+        changed = _changed(t, micro_batch_size=mb, grad_accum_steps=ga)
+        suggestions.append(
+            FitSuggestion(
+                kind="micro_batch",
+                summary=f"micro-batch {mb} x gradient accumulation {ga} (global batch kept)",
+                changes=changed,
+                outcome=_predict(with_training(w, micro_batch_size=mb, grad_accum_steps=ga), options),
+                global_batch_kept=True,
+            )
+        )
+    else:
+        notes.append("no micro-batch fits as configured (not even 1)")
+    if not t.activation_checkpointing:
+        ckpt = with_training(w, activation_checkpointing=True)
+        mb_c = largest_divisor_that_fits(ckpt, per_replica)
+        if mb_c is not None and (mb is None or mb_c > mb):
+            ga = per_replica // mb_c
+            suggestions.append(
+                FitSuggestion(
+                    kind="checkpointing",
+                    summary=f"activation checkpointing, micro-batch {mb_c} x gradient accumulation {ga} (global batch kept)",
+                    changes=_changed(
+                        t, activation_checkpointing=True, micro_batch_size=mb_c, grad_accum_steps=ga
+                    ),
+                    outcome=_predict(
+                        with_training(ckpt, micro_batch_size=mb_c, grad_accum_steps=ga), options
+                    ),
+                    global_batch_kept=True,
+                )
+            )
+    more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts)
+    if more is None:
+        notes.append(
+            f"no GPU count up to {max_gpus} fits at micro-batch {t.micro_batch_size}, even fully sharded"
+        )
+        more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts, adapt_batch=True)
+    if more is not None:
+        moved, kept = more
+        par, mt = moved.parallel, moved.training
+        moves: dict[str, Any] = {"hardware.num_gpus": par.num_gpus}
+        for key in ("num_nodes", "strategy"):
+            if getattr(par, key) != getattr(w.parallel, key):
+                moves[f"hardware.{key}"] = getattr(par, key)
+        for key in ("micro_batch_size", "grad_accum_steps", "activation_checkpointing"):
+            if getattr(mt, key) != getattr(t, key):
+                moves[f"training.{key}"] = getattr(mt, key)
+        nodes = f" on {par.num_nodes} nodes" if par.num_nodes > 1 else ""
+        extra = ""
+        if mt.micro_batch_size != t.micro_batch_size:
+            extra += f", micro-batch {mt.micro_batch_size} x gradient accumulation {mt.grad_accum_steps}"
+        if mt.activation_checkpointing and not t.activation_checkpointing:
+            extra += ", activation checkpointing"
+        batch = "global batch kept" if kept else "global batch grows with the GPUs"
+        suggestions.append(
+            FitSuggestion(
+                kind="gpus",
+                summary=f"{par.num_gpus} x {w.gpu.name}{nodes} with {par.strategy}{extra} ({batch})",
+                changes=moves,
+                outcome=_predict(moved, options),
+                global_batch_kept=kept,
+            )
+        )
+    if config is not None:
+        suggestions = [_in_dialect(s, w, config) for s in suggestions]
+    return FitReport(fits=False, max_micro_batch_size=top, suggestions=tuple(suggestions), notes=tuple(notes))
+
+
+def _in_dialect(s: FitSuggestion, w: Workload, config: str | Path | Mapping[str, Any]) -> FitSuggestion:
+    from perfmodel.decide.express import express
+    from perfmodel.decide.source import ConfigSource
+
+    source = ConfigSource.load(config)
+    if source.dialect == "native":
+        return s
+    expressed = express(s.changes, source, w.parallel.num_gpus, w.parallel.strategy)
+    if expressed is None:
+        return s
+    return dataclasses.replace(s, config_changes=expressed[0], flags=expressed[1])
+
+
+def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, bool] | None:
+    """`w` on `num_gpus` GPUs (nodes from the catalog's GPUs per server) with `strategy`; gradient
+    accumulation lowered to keep the global batch where it divides. Returns (workload, global batch
+    kept?), or None when the count does not split into the model-parallel groups."""
+    from perfmodel.errors import ConfigError
+
+    par = w.parallel
+    unit = par.model_split * par.context_parallel
+    if num_gpus % unit:
+        return None
+    nodes = w.gpu.servers_for(num_gpus)
+    if num_gpus % nodes:
+        nodes = 1
+    try:
+        moved = with_parallel(w, num_gpus=num_gpus, num_nodes=nodes, strategy=strategy)
+    except ConfigError:
+        return None
+    global_batch = _per_replica_batch(w) * par.data_parallel
+    per_step = w.training.micro_batch_size * moved.parallel.data_parallel
+    if global_batch % per_step == 0:
+        return with_training(moved, grad_accum_steps=global_batch // per_step), True
+    return moved, False
+
+
+def fewest_gpus(
+    w: Workload, *, max_gpus: int = 1024, gpu_counts: Iterable[int] = GPU_COUNTS, adapt_batch: bool = False
+) -> tuple[Workload, bool] | None:
+    """The fewest GPUs (more than now, at most `max_gpus`) on which `w` fits, with the least
+    sharding strategy that fits there (the run's own first, then zero1, zero2, fsdp): (workload,
+    global batch kept?) or None. With `adapt_batch`, a count also counts when it fits only with
+    the largest micro-batch that divides the per-replica batch, or with that and activation
+    checkpointing."""
+    current = w.parallel.num_gpus
+    strategies = tuple(dict.fromkeys((w.parallel.strategy, *SHARDING_ORDER)))
+    for n in sorted(set(gpu_counts)):
+        if n <= current or n > max_gpus:
+            continue
+        for strategy in strategies:
+            scaled = scale_gpus(w, n, strategy)
+            if scaled is None:
+                continue
+            moved, kept = scaled
+            if fits(moved):
+                return scaled
+            if not adapt_batch:
+                continue
+            per_replica = _per_replica_batch(moved)
+            for variant in (moved, with_training(moved, activation_checkpointing=True)):
+                mb = largest_divisor_that_fits(variant, per_replica)
+                if mb is not None:
+                    return with_training(
+                        variant, micro_batch_size=mb, grad_accum_steps=per_replica // mb
+                    ), kept
+    return None

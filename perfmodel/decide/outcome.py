@@ -1,0 +1,140 @@
+"""The part of a prediction that a decision compares: time, throughput, cost, memory, MFU, each
+with its interval, the fits verdict, and the warnings that say a prediction extrapolates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.predict import Interval, PredictedRun
+
+JSON_KEYS = (
+    "total_time_s",
+    "step_time_s",
+    "throughput_tokens_per_s",
+    "throughput_samples_per_s",
+    "gpu_hours",
+    "cost_usd",
+    "price_per_gpu_hour",
+    "peak_memory_gb",
+    "memory_capacity_gb",
+    "fits_in_memory",
+    "mfu",
+    "gpu",
+    "num_gpus",
+    "total_steps",
+    "extrapolation",
+    "warnings",
+)
+"""Keys of `Outcome.to_json()`, in order."""
+EXTRAPOLATION_MARKERS = (
+    "training data",
+    "training range",
+    "widened",
+    "analytic model only",
+    "not calibrated",
+)
+"""Words of `predict` warnings that mark a prediction resting on extrapolation (outside what the
+learned model was trained on, or no learned model at all)."""
+
+
+def _iv(iv: Interval | None) -> dict[str, float] | None:
+    return iv.as_dict() if iv is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """One predicted run, reduced to what decisions compare. Intervals at `confidence_level`."""
+
+    total_time_s: Interval
+    """Wall time of the whole run, s."""
+    step_time_s: Interval
+    """Time of one optimizer step, s."""
+    throughput_tokens_per_s: Interval | None
+    """Tokens per second over all GPUs (None where tokens do not apply)."""
+    throughput_samples_per_s: Interval
+    """Samples per second over all GPUs."""
+    gpu_hours: Interval
+    """total_time_s x GPUs / 3600, GPU-hours."""
+    cost_usd: Interval | None
+    """gpu_hours x price per GPU-hour, USD; None when no price is known."""
+    usd_per_gpu_hour: float | None
+    """The price used, USD per GPU-hour."""
+    price_source: str
+    """Where the price comes from ('' when none)."""
+    peak_memory_gb: Interval
+    """Peak memory per GPU, GB."""
+    memory_capacity_gb: float
+    """Memory of one GPU, GB (0: no limit known)."""
+    fits_in_memory: bool
+    """The memory model's verdict (estimate <= capacity)."""
+    mfu: Interval | None
+    """Model FLOPs utilisation (fraction of the dense datasheet peak)."""
+    num_gpus: int
+    """GPUs of the run."""
+    gpu: str
+    """Accelerator catalog key."""
+    total_steps: int
+    """Optimizer steps."""
+    confidence_level: float
+    """Level of every interval."""
+    warnings: tuple[str, ...] = ()
+    """The prediction's warnings."""
+
+    @classmethod
+    def of(cls, pred: PredictedRun) -> Outcome:
+        price = getattr(pred, "price", None)
+        return cls(
+            total_time_s=pred.total_time_s,
+            step_time_s=pred.step_time_s,
+            throughput_tokens_per_s=pred.throughput_tokens_per_s,
+            throughput_samples_per_s=pred.throughput_samples_per_s,
+            gpu_hours=pred.gpu_hours,
+            cost_usd=getattr(pred, "cost_usd", None),
+            usd_per_gpu_hour=price.usd_per_gpu_hour if price is not None else None,
+            price_source=price.source if price is not None else "",
+            peak_memory_gb=pred.peak_memory_gb,
+            memory_capacity_gb=pred.memory_capacity_gb,
+            fits_in_memory=pred.fits_in_memory,
+            mfu=pred.mfu,
+            num_gpus=pred.workload.parallel.num_gpus,
+            gpu=pred.workload.gpu.name,
+            total_steps=pred.total_steps,
+            confidence_level=pred.confidence_level,
+            warnings=pred.warnings,
+        )
+
+    @property
+    def extrapolation(self) -> tuple[str, ...]:
+        """The warnings that say this prediction extrapolates."""
+        return tuple(w for w in self.warnings if any(m in w for m in EXTRAPOLATION_MARKERS))
+
+    @staticmethod
+    def json_keys() -> tuple[str, ...]:
+        """The keys of `to_json` (for rows without a prediction, filled with null)."""
+        return JSON_KEYS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total_time_s": _iv(self.total_time_s),
+            "step_time_s": _iv(self.step_time_s),
+            "throughput_tokens_per_s": _iv(self.throughput_tokens_per_s),
+            "throughput_samples_per_s": _iv(self.throughput_samples_per_s),
+            "gpu_hours": _iv(self.gpu_hours),
+            "cost_usd": _iv(self.cost_usd),
+            "price_per_gpu_hour": (
+                {"usd": self.usd_per_gpu_hour, "source": self.price_source}
+                if self.usd_per_gpu_hour is not None
+                else None
+            ),
+            "peak_memory_gb": _iv(self.peak_memory_gb),
+            "memory_capacity_gb": self.memory_capacity_gb,
+            "fits_in_memory": self.fits_in_memory,
+            "mfu": _iv(self.mfu),
+            "gpu": self.gpu,
+            "num_gpus": self.num_gpus,
+            "total_steps": self.total_steps,
+            "extrapolation": list(self.extrapolation),
+            "warnings": list(self.warnings),
+        }

@@ -1,0 +1,136 @@
+"""The search space of `advise`: for each GPU type x precision x GPU count x strategy x activation
+checkpointing, the largest micro-batch that fits and divides the per-replica batch (the global batch
+is kept), pruned by the analytic memory model before anything is predicted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from perfmodel.decide.express import ludwig_precision
+from perfmodel.decide.fit import largest_divisor_that_fits, with_parallel, with_training
+from perfmodel.decide.source import ConfigSource
+from perfmodel.errors import PerfModelError
+from perfmodel.workload import Workload
+
+DEFAULT_GPUS = ("H100-SXM", "A100-80GB", "A100-40GB", "L40S", "A10G", "L4")
+"""Accelerators searched when none are given (besides the config's own): common rentable training
+GPUs with listed prices."""
+DEFAULT_MAX_GPUS = 64
+SEARCH_STRATEGIES = ("ddp", "fsdp")
+"""Data-parallel strategies searched on more than one GPU (plus the config's own)."""
+
+
+def global_batch(w: Workload) -> int:
+    return w.training.micro_batch_size * w.training.grad_accum_steps * w.parallel.data_parallel
+
+
+def _precisions(source: ConfigSource, base: Workload, gpu: Workload) -> list[str]:
+    """The config's precision and bf16 mixed precision (fp16 where the GPU has no bf16); for a
+    Ludwig config, the precisions Ludwig's keys can express."""
+    own = base.training.precision
+    if source.dialect == "ludwig":
+        options = [own, "bf16", "amp_fp16", "fp16", "fp32"]
+        out = [p for p in dict.fromkeys(options) if p == own or ludwig_precision(source.raw, p) is not None]
+        return [p for p in out if gpu.gpu.supports({"amp_fp16": "fp16"}.get(p, p))][:3]
+    mixed = "amp_bf16" if gpu.gpu.supports("bf16") else "amp_fp16"
+    return [
+        p
+        for p in dict.fromkeys((own, mixed))
+        if gpu.gpu.supports({"amp_bf16": "bf16", "amp_fp16": "fp16"}.get(p, p))
+    ]
+
+
+def _counts(base: Workload, max_gpus: int) -> list[int]:
+    unit = base.parallel.model_split * base.parallel.context_parallel
+    counts = {2**k for k in range(0, 31) if 2**k <= max_gpus} | (
+        {base.parallel.num_gpus} if base.parallel.num_gpus <= max_gpus else set()
+    )
+    return sorted(n for n in counts if n % unit == 0)
+
+
+def describe(w: Workload) -> str:
+    t, par = w.training, w.parallel
+    where = f"{par.num_gpus} x {w.gpu.name}" + (f" ({par.num_nodes} nodes)" if par.num_nodes > 1 else "")
+    parts = [
+        where + (f", {par.strategy}" if par.num_gpus > 1 else ""),
+        t.precision,
+        f"micro-batch {t.micro_batch_size} x accum {t.grad_accum_steps}",
+    ]
+    if t.activation_checkpointing:
+        parts.append("checkpointing")
+    return "; ".join(parts)
+
+
+def native_diff(base: Workload, w: Workload) -> dict[str, Any]:
+    pairs = {
+        "hardware.gpu": (base.gpu.name, w.gpu.name),
+        "hardware.num_gpus": (base.parallel.num_gpus, w.parallel.num_gpus),
+        "hardware.num_nodes": (base.parallel.num_nodes, w.parallel.num_nodes),
+        "hardware.strategy": (base.parallel.strategy, w.parallel.strategy),
+        "hardware.cpu_offload": (base.parallel.cpu_offload, w.parallel.cpu_offload),
+        "framework": (base.framework, w.framework),
+        "training.precision": (base.training.precision, w.training.precision),
+        "training.activation_checkpointing": (
+            base.training.activation_checkpointing,
+            w.training.activation_checkpointing,
+        ),
+        "training.micro_batch_size": (base.training.micro_batch_size, w.training.micro_batch_size),
+        "training.grad_accum_steps": (base.training.grad_accum_steps, w.training.grad_accum_steps),
+    }
+    return {k: new for k, (old, new) in pairs.items() if old != new}
+
+
+def candidates(
+    source: ConfigSource, base: Workload, gpus: Sequence[str], max_gpus: int, notes: list[str]
+) -> tuple[list[tuple[dict[str, Any], Workload]], int]:
+    """(native changes, workload) of every combination that fits by the memory model, and how many
+    combinations were looked at."""
+    batch = global_batch(base)
+    found: dict[tuple[tuple[str, str], ...], tuple[dict[str, Any], Workload]] = {}
+    searched = 0
+    for gpu in gpus:
+        try:
+            on_gpu = source.workload({"hardware.gpu": gpu} if gpu != base.gpu.name else {})
+        except PerfModelError as exc:
+            notes.append(f"{gpu}: skipped ({str(exc).splitlines()[0]})")
+            continue
+        for precision in _precisions(source, base, on_gpu):
+            try:
+                w0 = with_training(on_gpu, precision=precision)
+            except PerfModelError:
+                continue
+            for n in _counts(base, max_gpus):
+                strategies = (
+                    [base.parallel.strategy]
+                    if n == 1
+                    else list(dict.fromkeys((base.parallel.strategy, *SEARCH_STRATEGIES)))
+                )
+                for strategy in strategies:
+                    nodes = base.parallel.num_nodes if n == base.parallel.num_gpus else w0.gpu.servers_for(n)
+                    try:
+                        placed = with_parallel(
+                            w0, num_gpus=n, num_nodes=nodes if n % nodes == 0 else 1, strategy=strategy
+                        )
+                    except PerfModelError:
+                        continue
+                    dp = placed.parallel.data_parallel
+                    if batch % dp:
+                        searched += 2
+                        continue
+                    per_replica = batch // dp
+                    mb_plain: int | None = None
+                    for ckpt in (False, True):
+                        searched += 1
+                        wc = with_training(placed, activation_checkpointing=ckpt)
+                        mb = largest_divisor_that_fits(wc, per_replica)
+                        if mb is None:
+                            continue
+                        if ckpt and mb_plain is not None and mb <= mb_plain:
+                            continue  # recomputation costs time and buys no larger micro-batch here
+                        if not ckpt:
+                            mb_plain = mb
+                        chosen = with_training(wc, micro_batch_size=mb, grad_accum_steps=per_replica // mb)
+                        diff = native_diff(base, chosen)
+                        found[tuple(sorted((k, repr(v)) for k, v in diff.items()))] = (diff, chosen)
+    return list(found.values()), searched

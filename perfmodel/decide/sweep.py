@@ -1,0 +1,215 @@
+"""What-if sweeps: one config predicted over a grid of values of any config keys.
+
+    sweep("run.yaml", {"training.micro_batch_size": [1, 2, 4, 8], "hardware.gpu": ["A100-80GB", "H100-SXM"]})
+
+Keys are native dotted keys (`training.micro_batch_size`, `hardware.gpu`, `hardware.num_gpus`, ...)
+or, for a Ludwig config, Ludwig keys (`trainer.batch_size`, ...) applied to the Ludwig YAML before
+it is resolved (decide/source.py). The grid is the Cartesian product, the last key varying
+fastest. A point that cannot be resolved (say bf16 on a GPU without it) is kept with its error
+instead of stopping the sweep. The learned model is loaded once per process.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfmodel.decide.outcome import Outcome
+from perfmodel.decide.source import ConfigSource
+from perfmodel.errors import ConfigError, PerfModelError
+
+MAX_POINTS = 10000
+"""Largest grid a sweep runs (about 100 s at ~10 ms a point)."""
+CSV_INTERVALS = (
+    "total_time_s",
+    "step_time_s",
+    "throughput_tokens_per_s",
+    "throughput_samples_per_s",
+    "gpu_hours",
+    "cost_usd",
+    "peak_memory_gb",
+    "mfu",
+)
+"""Interval columns of the CSV (each as _estimate, _low, _high)."""
+
+
+def parse_vary(text: str) -> tuple[str, list[Any]]:
+    """'training.micro_batch_size=1,2,4' -> ('training.micro_batch_size', [1, 2, 4]); each value is
+    read as a YAML scalar (so 4 is an int, true a bool, A100-80GB a string)."""
+    import yaml
+
+    if "=" not in text:
+        raise ConfigError(
+            f"--vary {text!r} must look like KEY=V1,V2,..., e.g. training.micro_batch_size=1,2,4,8"
+        )
+    key, raw = (part.strip() for part in text.split("=", 1))
+    if not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"--vary {text!r}: the key must be a dotted path such as training.micro_batch_size")
+    items = [v.strip() for v in raw.split(",")]
+    if not raw.strip() or any(not v for v in items):
+        raise ConfigError(f"--vary {text!r}: give values separated by commas, e.g. {key}=1,2,4")
+    values = []
+    for item in items:
+        try:
+            values.append(yaml.safe_load(item))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--vary {text!r}: {item!r} is not a YAML scalar") from exc
+    if len(set(map(repr, values))) != len(values):
+        raise ConfigError(f"--vary {text!r}: a value is repeated")
+    return key, values
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepPoint:
+    """One grid point: the values of the varied keys and its prediction (or why there is none)."""
+
+    values: dict[str, Any]
+    """Varied key -> value at this point."""
+    outcome: Outcome | None
+    """The prediction; None when the point could not be resolved."""
+    error: str | None = None
+    """Why the point has no prediction."""
+
+    def to_json(self) -> dict[str, Any]:
+        body = self.outcome.to_json() if self.outcome is not None else dict.fromkeys(Outcome.json_keys())
+        return {"values": dict(self.values), "error": self.error, **body}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult:
+    """A sweep: the varied keys, their values, and one point per combination."""
+
+    config: str
+    """The config's name."""
+    dialect: str
+    """'native' or 'ludwig'."""
+    varied: dict[str, list[Any]]
+    """Varied key -> values, in the order given."""
+    points: tuple[SweepPoint, ...]
+    """Grid points, the last key varying fastest."""
+    confidence_level: float
+    """Level of every interval."""
+    model_kind: str
+    """'learned' or 'analytic'."""
+    model_version: str
+    """Version of the model used."""
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.varied)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "dialect": self.dialect,
+            "varied": [{"key": k, "values": list(v)} for k, v in self.varied.items()],
+            "confidence_level": self.confidence_level,
+            "model": {"kind": self.model_kind, "version": self.model_version},
+            "points": [p.to_json() for p in self.points],
+        }
+
+    def to_csv(self) -> str:
+        """One row per point: the varied keys, then each interval as _estimate/_low/_high,
+        fits_in_memory, num_gpus, gpu, error."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        header = [*self.keys]
+        for name in CSV_INTERVALS:
+            header += [f"{name}_estimate", f"{name}_low", f"{name}_high"]
+        header += ["fits_in_memory", "gpu", "num_gpus", "usd_per_gpu_hour", "extrapolation", "error"]
+        writer.writerow(header)
+        for p in self.points:
+            row: list[Any] = [p.values[k] for k in self.keys]
+            data = p.outcome.to_json() if p.outcome is not None else {}
+            for name in CSV_INTERVALS:
+                iv = data.get(name)
+                row += [iv["estimate"], iv["low"], iv["high"]] if iv else ["", "", ""]
+            o = p.outcome
+            row += [
+                o.fits_in_memory if o else "",
+                o.gpu if o else "",
+                o.num_gpus if o else "",
+                o.usd_per_gpu_hour if o and o.usd_per_gpu_hour is not None else "",
+                "; ".join(o.extrapolation) if o else "",
+                p.error or "",
+            ]
+            writer.writerow(row)
+        return out.getvalue()
+
+
+def sweep(
+    config: str | Path | Mapping[str, Any] | None,
+    vary: Mapping[str, Sequence[Any]] | Sequence[str],
+    *,
+    overrides: Sequence[str] = (),
+    tokens: float | None = None,
+    rows: int | None = None,
+    dataset: str | Path | None = None,
+    price_per_gpu_hour: float | None = None,
+    confidence: float = 0.9,
+    model_dir: str | Path | None = None,
+    use_learned: bool = True,
+) -> SweepResult:
+    """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings)."""
+    from perfmodel.predict import predict
+
+    varied = _varied(vary)
+    source = ConfigSource.load(
+        config,
+        overrides=overrides,
+        tokens=tokens,
+        rows=rows,
+        dataset=dataset,
+        price_per_gpu_hour=price_per_gpu_hour,
+    )
+    for key in varied:
+        source.check_change_key(key)
+    grid = list(itertools.product(*varied.values()))
+    if len(grid) > MAX_POINTS:
+        raise ConfigError(f"the sweep has {len(grid):,} points; at most {MAX_POINTS:,}: vary fewer values")
+    points = []
+    kind, version = "analytic", ""
+    for combo in grid:
+        values = dict(zip(varied, combo, strict=True))
+        try:
+            pred = predict(
+                source.workload(values), confidence=confidence, model_dir=model_dir, use_learned=use_learned
+            )
+        except PerfModelError as exc:
+            points.append(SweepPoint(values=values, outcome=None, error=str(exc).splitlines()[0]))
+            continue
+        kind, version = pred.model_kind, pred.model_version
+        points.append(SweepPoint(values=values, outcome=Outcome.of(pred)))
+    if all(p.outcome is None for p in points):
+        raise ConfigError(f"no point of the sweep could be predicted; the first error: {points[0].error}")
+    return SweepResult(
+        config=source.label,
+        dialect=source.dialect,
+        varied=varied,
+        points=tuple(points),
+        confidence_level=confidence,
+        model_kind=kind,
+        model_version=version,
+    )
+
+
+def _varied(vary: Mapping[str, Sequence[Any]] | Sequence[str]) -> dict[str, list[Any]]:
+    if isinstance(vary, Mapping):
+        pairs = [(str(k), list(v)) for k, v in vary.items()]
+    else:
+        pairs = [parse_vary(text) for text in vary]
+    if not pairs:
+        raise ConfigError("give at least one key to vary, e.g. --vary training.micro_batch_size=1,2,4,8")
+    out: dict[str, list[Any]] = {}
+    for key, values in pairs:
+        if key in out:
+            raise ConfigError(f"--vary {key} is given twice; give all its values in one --vary")
+        if not values:
+            raise ConfigError(f"--vary {key} has no values")
+        out[key] = values
+    return out
