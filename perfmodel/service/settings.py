@@ -1,0 +1,53 @@
+"""What a server is started with: where its model comes from and the limits every request obeys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfmodel.errors import ConfigError
+
+DEFAULT_MODEL_URI_ALIAS = "models:/perfmodel-throughput@champion"
+"""The registered model and alias `perfmodel train` maintains (`perfmodel.tracking`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceSettings:
+    """Settings of one server (`perfmodel serve` flags)."""
+
+    model_dir: Path | None = None
+    """Learned model folder (None with no `model_uri`: the shipped models/)."""
+    model_uri: str | None = None
+    """`models:/NAME@ALIAS` (followed: a moved alias is loaded in the background) or `models:/NAME/VERSION`."""
+    tracking_uri: str | None = None
+    """MLflow tracking/registry URI for `model_uri` (None: $MLFLOW_TRACKING_URI, else the project's store)."""
+    poll_interval_s: float = 30.0
+    """Seconds between two looks at the registry alias."""
+    request_timeout_s: float = 30.0
+    """Longest a request may compute, s; a slower one is answered 503 (its work is abandoned)."""
+    max_body_bytes: int = 1_000_000
+    """Largest request body, bytes; a larger one is answered 413."""
+    max_sweep_points: int = 256
+    """Most grid points one /v1/sweep request may ask for."""
+    max_compare_configs: int = 8
+    """Most configs one /v1/compare request may hold."""
+    concurrency: int = 4
+    """Predictions computed at once (worker threads); further requests wait their turn."""
+    cache_bytes: int = 32_000_000
+    """Memory for answers already computed (same request, same model), bytes; 0 turns caching off."""
+
+    def __post_init__(self) -> None:
+        if self.model_dir is not None and self.model_uri is not None:
+            raise ConfigError("give --model-dir or --model-uri, not both")
+        if self.model_uri is not None and not self.model_uri.startswith("models:/"):
+            raise ConfigError(
+                f"--model-uri must look like models:/NAME@ALIAS or models:/NAME/VERSION, got {self.model_uri!r}"
+            )
+        for name in ("poll_interval_s", "request_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("max_body_bytes", "max_sweep_points", "max_compare_configs", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.cache_bytes < 0:
+            raise ConfigError(f"cache_bytes must be >= 0, got {self.cache_bytes!r}")
