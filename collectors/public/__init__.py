@@ -19,6 +19,9 @@ from collectors.public.dgxc import (
     import_nvidia_dgxc_benchmarking_configs,
     import_nvidia_dgxc_benchmarking_step_times,
 )
+from collectors.public.dle import import_nvidia_deeplearningexamples_readme_train
+from collectors.public.flash_attention import import_flash_attention_training_speed
+from collectors.public.hf_docs import import_hf_transformers_perf_docs
 from collectors.public.lambda_labs import import_lambda_deeplearning_benchmark_pytorch
 from collectors.public.megatron_lm import import_megatron_lm_readme_scaling
 from collectors.public.ml_engineering import (
@@ -26,6 +29,7 @@ from collectors.public.ml_engineering import (
     import_ml_engineering_llama31_8b_h200_vs_b200,
     import_ml_engineering_mamf_matmul,
 )
+from collectors.public.ml_engineering_compile import import_ml_engineering_torch_compile_b200
 from collectors.public.mosaicml import (
     import_mosaicml_examples_mosaicgpt_benchmarks,
     import_mosaicml_llm_foundry_branch_experiments,
@@ -42,7 +46,11 @@ from collectors.public.not_per_step import (
     import_mlperf_training_results_runs,
     import_modded_nanogpt_speedrun_records,
 )
+from collectors.public.peft import import_peft_method_comparison
+from collectors.public.timm import import_timm_benchmark_train
+from collectors.public.torchao import import_torchao_readme_benchmarks
 from collectors.public.torchtitan import import_torchtitan_benchmarks
+from collectors.public.unsloth import import_unsloth_readme_benchmarks
 
 __all__ = ["IMPORTERS", "ImportResult", "import_all", "write_public", "default_public_dir"]
 
@@ -65,6 +73,15 @@ IMPORTERS: dict[str, Callable[[Path], ImportResult]] = {
     "deepspeed_blog_datapoints": import_deepspeed_blog_datapoints,
     "mlperf_training_results_runs": import_mlperf_training_results_runs,
     "modded_nanogpt_speedrun_records": import_modded_nanogpt_speedrun_records,
+    # single-GPU / single-node sources (issue 9)
+    "peft_method_comparison": import_peft_method_comparison,
+    "unsloth_readme_benchmarks": import_unsloth_readme_benchmarks,
+    "torchao_readme_benchmarks": import_torchao_readme_benchmarks,
+    "ml_engineering_torch_compile_b200": import_ml_engineering_torch_compile_b200,
+    "flash_attention_training_speed": import_flash_attention_training_speed,
+    "timm_benchmark_train": import_timm_benchmark_train,
+    "nvidia_deeplearningexamples_readme_train": import_nvidia_deeplearningexamples_readme_train,
+    "hf_transformers_perf_docs": import_hf_transformers_perf_docs,
 }
 MAMF_SOURCE = "ml_engineering_mamf_matmul"
 

@@ -1,0 +1,275 @@
+"""timm's training benchmark sweep (huggingface/pytorch-image-models results/benchmark-train-*):
+every timm model trained on one RTX 3090 in plain eager PyTorch, the single-GPU CNN/ViT axis.
+
+What a row measured (timm benchmark.py at those commits): synthetic `torch.randn` input already
+on the GPU (no data loading); one step = zero_grad + forward + cross-entropy + backward +
+optimizer.step() under fp16 autocast (precision amp_fp16), timed over 40 steps after 10 warm-up
+steps; optimizer = the script default SGD with momentum 0.9 (optimizer sgd_momentum); batch =
+what the sweep ran (it retries with a smaller batch on OOM); framework torch-eager.
+
+Normalisation:
+- step_time_s = the source's train_step_time (ms) / 1000; samples_per_s = train_samples_per_sec
+  as published (batch x steps / wall time of the timed loop; batch / step time exceeds it by 0.3% at
+  the median, at most 2%).
+- Model size: params_total = param_count (millions) x 1e6. forward_gflops_per_sample =
+  2 x infer_gmacs (timm counts multiply-accumulates; 1 MAC = 2 FLOPs) and
+  activation_mb_per_sample = infer_macts x 2 (million activation elements per sample at 2 bytes
+  each, 16-bit): both from timm's inference CSV, joined only where the inference image size
+  equals the train image size. The pt111/pt112 inference CSVs have no GMACs column, so the
+  value is taken from another row of the same file for the same model, image size and
+  parameter count (the pt110 inference CSV); without one the row is skipped. Note: timm's
+  activation count is the outputs of conv/linear layers, about half of what autograd saves for
+  backward (ResNet-50 at 224: 22 MB here, 42 MB in the catalog's saved-tensor measurement).
+- Architecture: plain ViT/DeiT models whose dimensions follow from the name (ViT paper table 1,
+  DeiT/DeiT-III papers: width, depth, heads, MLP 4x width; sequence = patches + class token
+  [+ distillation token]) are rows of arch 'encoder' with those dims, kept only when the dims
+  reproduce timm's own parameter count (within 2%) and GMACs (within 5%); attention is timm's
+  explicit softmax(QK^T)V (attention_kernel eager) in these 2022 versions. Every other model is
+  'cnn', 'mlp' (MLP-Mixer-like) or 'other' (other transformers and hybrids), costed from
+  params/GFLOPs/activations; derived_arch_guess (a name heuristic of the data file) picks
+  which. model_family is the architecture lineage from the name (FAMILIES), coarse enough that
+  leave-one-family-out stays a handful of folds.
+- Versions and layouts: the sweep was run with PyTorch 1.10, 1.11 and 1.12, each in NCHW and
+  NHWC (channels_last). Kept: NCHW only. The memory layout is a software setting the workload
+  cannot state, and for CNNs it changes throughput a lot (NHWC / NCHW samples/s on this CSV: median
+  1.23, 10th-90th percentile 0.40-1.43), so keeping both would give two different targets to one
+  feature vector; NCHW is PyTorch's default, the layout a user's config describes. The three torch
+  versions are re-measurements of one configuration (same model, image size, GPU): they share one
+  run_group (model, image size), so the model counts as one vote however many versions measured
+  it; torch_version records which. Rows of the Jan-2022 pt110 file that the Apr-2022 re-run
+  replaced (in_latest_version False) are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from collectors.public._common import Batch, ImportResult, Layout, RowSink, parse_int, parse_number, read_csv
+
+GPU_KEYS: dict[str, str | None] = {"RTX 3090": "RTX-3090"}
+TORCH_VERSIONS = {"pt110": "1.10", "pt111": "1.11", "pt112": "1.12"}
+KEPT_LAYOUTS = ("nchw",)
+"""Memory layouts imported (see the module docstring: NHWC is not expressible by the workload)."""
+ARCH_BY_GUESS = {"cnn": "cnn", "mlp": "mlp", "vit": "other", "hybrid/other-transformer": "other"}
+
+# (pattern on the model name without a weights prefix, family): first match wins.
+FAMILIES: tuple[tuple[str, str], ...] = (
+    (
+        r"(vit|deit|deit3|beit|cait|xcit|swin|swinv2|swin_v2|swin_s3|crossvit|volo|pit|twins|nest|levit|"
+        r"coat|tnt|convit|visformer|mobilevit|mobilevitv2|semobilevit|edgenext|poolformer|sequencer2d)_",
+        "vit",
+    ),
+    (r"(mixer|resmlp|gmlp|gmixer|convmixer)_", "mlp-mixer"),
+    (
+        r"(efficientnet|efficientnetv2|gc_efficientnetv2|mobilenetv2|mobilenetv3|mnasnet|semnasnet|spnasnet|mixnet|tinynet|"
+        r"fbnetc|fbnetv3|hardcorenas|lcnet|ghostnet|rexnet|rexnetr)_",
+        "efficientnet",
+    ),
+    (r"(regnetx|regnety|regnetz|regnetv|haloregnetz)_", "regnet"),
+    (r"(nfnet|dm_nfnet|eca_nfnet|nf_)", "nfnet"),
+    (r"convnext_", "convnext"),
+    (r"(vgg|repvgg)", "vgg"),
+    (
+        r"(resnet|resnext|seresnet|seresnext|ecaresnet|ecaresnext|gcresnet|gcresnext|skresnet|skresnext|"
+        r"resnest|res2net|res2next|tresnet|wide_resnet|senet|seresnext|cspresnet|cspresnext|resnetrs|"
+        r"resnetblur|resnetaa|seresnetaa|seresnextaa|resnetv2|botnet|sebotnet|halonet|sehalonet|"
+        r"lambda_resnet|lamhalobotnet|halo2botnet|bat_resnext|eca_resnet|eca_resnext|eca_botnext|eca_halonext)",
+        "resnet",
+    ),
+)
+WEIGHT_PREFIXES = re.compile(r"^(tf_|gluon_|legacy_|ssl_|swsl_|ig_|tv_|jx_|adv_|ens_adv_)")
+
+# ViT dims by size name: (width, depth, heads); MLP = 4 x width.
+VIT_SIZES: dict[str, tuple[int, int, int]] = {
+    "tiny": (192, 12, 3),  # DeiT paper table 1 (DeiT-Ti)
+    "small": (384, 12, 6),  # DeiT paper table 1 (DeiT-S)
+    "medium": (512, 12, 8),  # DeiT-III paper (ViT-M)
+    "base": (768, 12, 12),  # ViT paper table 1 (ViT-Base)
+    "large": (1024, 24, 16),  # ViT paper table 1 (ViT-Large)
+    "huge": (1280, 32, 16),  # ViT paper table 1 (ViT-Huge)
+    "giant": (1408, 40, 16),  # Zhai et al. 2022 "Scaling ViTs" table 2 (ViT-g, MLP 6144)
+}
+VIT_MLP = {"giant": 6144}
+_VIT = re.compile(
+    r"^(?P<kind>vit|deit|deit3)_(?P<size>[a-z]+)_(?P<distilled>distilled_)?patch(?P<patch>\d+)_(?P<img>\d+)"
+    r"(_(miil|sam|in21ft1k))?$"
+)
+PARAMS_TOLERANCE = 0.02
+GMACS_TOLERANCE = 0.05
+NUM_CLASSES = 1000
+
+
+def model_family(name: str) -> str:
+    """Architecture lineage of a timm model name (FAMILIES), 'cnn-other' when none matches."""
+    base = WEIGHT_PREFIXES.sub("", name)
+    for pattern, family in FAMILIES:
+        if re.match(pattern, base):
+            return family
+    return "cnn-other"
+
+
+def vit_dims(name: str, image_size: int, params: float, gmacs: float) -> dict[str, Any] | None:
+    """Encoder dims of a plain ViT/DeiT from its name, or None when the name is not one or the dims
+    do not reproduce timm's parameter count and GMACs (then the row is costed as arch 'other')."""
+    match = _VIT.match(name)
+    if not match or match["size"] not in VIT_SIZES:
+        return None
+    patch = int(match["patch"])
+    if image_size % patch:
+        return None
+    d, layers, heads = VIT_SIZES[match["size"]]
+    ffn = VIT_MLP.get(match["size"], 4 * d)
+    patches = (image_size // patch) ** 2
+    prefix = 2 if match["distilled"] else 1  # class token (+ distillation token)
+    seq = patches + prefix
+    pos_rows = (
+        patches if match["kind"] == "deit3" else seq
+    )  # DeiT-III: no position embedding on the class token
+    block = 4 * d * d + 2 * d * ffn + 9 * d + ffn  # qkv/proj/fc1/fc2 weights and biases, 2 norms
+    heads_out = prefix * (d * NUM_CLASSES + NUM_CLASSES)  # classifier (and distillation) heads
+    expected_params = (
+        layers * block + pos_rows * d + 3 * patch * patch * d + d + prefix * d + 2 * d + heads_out
+    )
+    macs = seq * layers * (4 * d * d + 2 * d * ffn) + layers * 2 * seq * seq * d  # projections + QK^T, AV
+    macs += patches * 3 * patch * patch * d + prefix * d * NUM_CLASSES
+    if abs(expected_params / params - 1) > PARAMS_TOLERANCE or abs(macs / 1e9 / gmacs - 1) > GMACS_TOLERANCE:
+        return None
+    return {
+        "hidden_size": d,
+        "num_layers": layers,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "ffn_hidden_size": ffn,
+        "vocab_size": 0,
+        "gated_mlp": False,
+        "tied_embeddings": False,
+        "learned_pos_embeddings": pos_rows,
+        "seq_len": seq,
+    }
+
+
+def import_timm_benchmark_train(path: str | Path) -> ImportResult:
+    path = Path(path)
+    sink = RowSink(path.stem)
+    frame = read_csv(path)
+    flops = _flops_lookup(frame)
+    kept: list[dict[str, Any]] = []
+    for _, r in frame.iterrows():
+        if r["in_latest_version"] != "True":
+            sink.skip("superseded: Jan-2022 pt110 value replaced by the Apr-2022 re-run of the same file")
+            continue
+        if r["memory_layout"] not in KEPT_LAYOUTS:
+            sink.skip("channels_last (NHWC) memory layout: not expressible; the NCHW row is kept")
+            continue
+        gpu = GPU_KEYS.get(r["gpu"])
+        if gpu is None:
+            sink.skip(f"gpu not in catalog: {r['gpu']}")
+            continue
+        version = TORCH_VERSIONS.get(r["torch_version_tag"])
+        step_ms = parse_number(r["src_train_step_time_ms"])
+        samples = parse_number(r["src_train_samples_per_sec"])
+        batch = parse_int(r["src_train_batch_size"])
+        image = parse_int(r["src_train_img_size"])
+        params_m = parse_number(r["src_param_count_m"])
+        if version is None or not step_ms or not samples or not batch or not image or not params_m:
+            sink.skip("missing step time, throughput, batch, image size, parameter count or torch version")
+            continue
+        key = (r["model"], image, params_m)
+        if key not in flops:
+            sink.skip("no GMACs for this model at its train image size in timm's inference CSVs")
+            continue
+        gmacs, macts = flops[key]
+        kept.append(dict(r=r, gpu=gpu, version=version, step_ms=step_ms, samples=samples, batch=batch))
+        kept[-1].update(image=image, params_m=params_m, gmacs=gmacs, macts=macts)
+    # repeat_index: 0, 1, ... over the torch versions that measured one (model, image size)
+    kept.sort(key=lambda k: (k["r"]["model"], k["image"], k["version"]))
+    previous, repeat = None, 0
+    for k in kept:
+        group = (k["r"]["model"], k["image"])
+        repeat = repeat + 1 if group == previous else 0
+        previous = group
+        _add(sink, repeat=repeat, **k)
+    return sink.result()
+
+
+def _flops_lookup(frame: pd.DataFrame) -> dict[tuple[str, int, float], tuple[float, float]]:
+    """(model, image size, params in M) -> (GMACs, million activations) from every row that has them."""
+    out: dict[tuple[str, int, float], tuple[float, float]] = {}
+    for _, r in frame.iterrows():
+        gmacs = parse_number(r["derived_infer_gmacs_same_img"])
+        macts = parse_number(r["derived_infer_macts_same_img"])
+        image = parse_int(r["src_train_img_size"])
+        params = parse_number(r["src_param_count_m"])
+        if gmacs and macts and image and params:
+            out.setdefault((r["model"], image, params), (gmacs, macts))
+    return out
+
+
+def _add(
+    sink: RowSink,
+    *,
+    repeat: int,
+    r: Mapping[str, Any],
+    gpu: str,
+    version: str,
+    step_ms: float,
+    samples: float,
+    batch: int,
+    image: int,
+    params_m: float,
+    gmacs: float,
+    macts: float,
+) -> None:
+    name = r["model"]
+    params = float(round(params_m * 1e6))
+    dims = vit_dims(name, image, params, gmacs)
+    arch = "encoder" if dims else ARCH_BY_GUESS.get(r["derived_arch_guess"], "other")
+    seq_len = dims.pop("seq_len") if dims else None
+    columns: dict[str, Any] = {
+        "params_total": params,
+        "forward_gflops_per_sample": 2 * gmacs,
+        "activation_mb_per_sample": 2 * macts,
+    }
+    notes = [
+        f"step_time_s = train_step_time {step_ms:g} ms / 1000; samples_per_s as published",
+        f"GFLOPs = 2 x {gmacs:g} GMACs, activation MB = {macts:g} M activations x 2 bytes "
+        "(timm inference CSV, same image size)",
+        "synthetic GPU input (no data loading); fwd + CE + bwd + SGD momentum 0.9 under fp16 autocast; NCHW",
+        f"torch {version}, CUDA 11.3",
+    ]
+    if dims:
+        columns.update(dims, attention_kernel="eager")
+        notes.append(
+            f"ViT dims from the name (width {dims['hidden_size']}, depth {dims['num_layers']}, "
+            f"heads {dims['num_heads']}, seq {seq_len} = patches + prefix tokens), checked against "
+            "timm's param count and GMACs"
+        )
+    repo, commit, file = r["citation_repo"], r["citation_commit"], r["citation_path"]
+    sink.add(
+        config={"model": name, "img": image, "torch": version, "layout": r["memory_layout"], "bs": batch},
+        run_key={"model": name, "img": image},
+        repeat_index=repeat,
+        citation=f"{repo}@{commit}:{file} (model {name}, img {image})",
+        collected_at=r["first_commit_date"],
+        hardware_id="timm RTX 3090 sweep host",
+        notes="; ".join(notes),
+        model=(name, model_family(name), arch),
+        batch=Batch(batch, batch, seq_len),
+        precision="amp_fp16",
+        optimizer="sgd_momentum",
+        layout=Layout(gpu, 1, num_nodes=1, gpu_name_raw=r["gpu"]),
+        framework="torch-eager",
+        torch_version=version,
+        torch_compile=False,
+        activation_checkpointing=False,
+        step_time_s=step_ms / 1000.0,
+        samples_per_s=samples,
+        warmup_steps=10,
+        measured_steps=40,
+        **columns,
+    )
