@@ -1,0 +1,284 @@
+"""`perfmodel probe`, `perfmodel monitor`, `perfmodel ingest`: before, during and after a run.
+
+Each command parses, calls one library function (perfmodel.run.probe.probe_workload,
+perfmodel.monitor.watch.monitor_path / follow_path, perfmodel.ingest.ingest_run) and renders
+its result (Rich, or JSON with --json)."""
+
+# ruff: noqa: UP045 - typer needs Optional[...] (not X | None) in annotations on Python 3.10
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from perfmodel.cli import _common
+
+Opt = typer.Option
+
+
+def register(app: typer.Typer) -> None:
+    app.command("probe")(probe_command)
+    app.command("monitor")(monitor_command)
+    app.command("ingest")(ingest_command)
+
+
+def _dur(seconds: float) -> str:
+    from perfmodel.monitor.report import fmt_seconds
+
+    return fmt_seconds(seconds)
+
+
+def _iv(iv: Any) -> str:
+    return f"{_dur(iv.estimate)} [dim]({_dur(iv.low)} – {_dur(iv.high)})[/dim]"
+
+
+def _table(title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    return table
+
+
+# --- probe ------------------------------------------------------------------------------------
+
+
+def probe_command(
+    config: Annotated[Path, Opt("--config", "-c", help="Native perfmodel YAML or a Ludwig config.")],
+    steps: Annotated[int, Opt("--steps", min=10, help="Measured steps after warm-up (>= 10).")] = 10,
+    device: Annotated[
+        Optional[str], Opt("--device", help="cpu, cuda or cuda:N (default: a GPU when there is one).")
+    ] = None,
+    budget_s: Annotated[
+        float,
+        Opt("--budget-s", min=1.0, help="Wall-time budget in s: the probe is sized to it and stops at it."),
+    ] = 120.0,
+    set_: Annotated[
+        Optional[list[str]], Opt("--set", help="Override a config key (repeatable), as in predict.")
+    ] = None,
+    confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
+    model_dir: Annotated[
+        Optional[Path], Opt("--model-dir", help="Learned model folder (default: the shipped models/).")
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        Opt("--out", help="Shard folder for the measured row (default: the collectors' folder)."),
+    ] = None,
+    keep: Annotated[
+        bool, Opt("--keep/--no-keep", help="Append the measured row to the shard folder.")
+    ] = True,
+    record: Annotated[
+        Optional[Path],
+        Opt("--record", help="Also write a run record (for perfmodel ingest) to this file or folder."),
+    ] = None,
+    json_out: Annotated[
+        bool, Opt("--json", help="predict --json of the updated prediction, plus a 'probe' key.")
+    ] = False,
+) -> None:
+    """Run a few real steps of the config on this machine (scaled down when it does not fit), then
+    update the prediction: measured step time x the model's ratio for what differs."""
+    from perfmodel.config import load_workload
+    from perfmodel.run.probe import probe_workload
+
+    workload = load_workload(config, overrides=set_ or [])
+    result = probe_workload(
+        workload,
+        steps=steps,
+        device=device,
+        budget_s=budget_s,
+        confidence=confidence,
+        model_dir=model_dir,
+        keep=keep,
+        out_dir=out,
+        record_path=record,
+    )
+    if json_out:
+        _common.print_json(result.to_json())
+    else:
+        _render_probe(result, _common.stdout_console())
+    if result.stopped == "interrupted":
+        raise SystemExit(130)
+
+
+def _render_probe(result: Any, console: Any) -> None:
+    from rich.markup import escape
+
+    b, a, m, c, plan = result.before, result.after, result.measurement, result.combined, result.plan
+    host = f"{m.hardware_id} ({m.device})" if m else "this machine"
+    table = _table(
+        f"perfmodel probe — {escape(b.workload.model.name)} on {host}; intervals at {b.confidence_level:.0%}"
+    )
+    table.add_row("Before", f"step {_iv(b.step_time_s)}   total {_iv(b.total_time_s)}")
+    if plan is not None:
+        scaled = "; ".join(plan.scaled) or "full size"
+        table.add_row("Probe", f"{escape(plan.config.describe())} [dim]({escape(scaled)})[/dim]")
+        for line in plan.differences:
+            table.add_row("", f"[dim]differs: {escape(line)}[/dim]")
+    if m is not None:
+        warm = ", ".join(_dur(t) for t in m.warmup_times_s)
+        table.add_row("Warm-up", f"{len(m.warmup_times_s)} steps excluded: {warm}")
+        mean = m.mean_s
+        memory = f", peak memory {m.peak_memory_gb:.2f} GB" if m.peak_memory_gb is not None else ""
+        table.add_row(
+            "Measured",
+            f"{len(m.step_times_s)} steps: mean {_dur(mean[0])} [dim]({_dur(mean[1])} – {_dur(mean[2])})[/dim], "
+            f"median {_dur(m.median_s)}, CV {m.cv:.0%}{memory}",
+        )
+    if c is not None:
+        table.add_row(
+            "Model carries",
+            f"x {c.ratio:.3g} ({escape(c.reason)}; f = {c.ratio_fraction:.2f} of its uncertainty)",
+        )
+        table.add_row("Combined", f"step {_iv(c.step_time_s)}")
+    stands = c is not None and a.step_time_s == b.step_time_s
+    verdict = " [yellow](the prediction stands: the probe did not narrow it)[/yellow]" if stands else ""
+    table.add_row("After", f"step {_iv(a.step_time_s)}   total {_iv(a.total_time_s)}{verdict}")
+    if result.row_id:
+        table.add_row("Kept", f"row {result.row_id} in {escape(str(result.shard))}")
+    table.add_row("Stopped", f"{result.stopped} after {_dur(result.elapsed_s)}")
+    console.print(table)
+    for line in result.notes:
+        console.print(f"[dim]note:[/dim] {escape(line)}")
+
+
+# --- monitor ----------------------------------------------------------------------------------
+
+
+def monitor_command(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Run folder, perfmodel_run.json, trainer_state.json, training_progress.json, or a CSV/JSONL of step times."
+        ),
+    ],
+    follow: Annotated[
+        bool, Opt("--follow", "-f", help="Keep reading as the run goes (Ctrl-C to stop).")
+    ] = False,
+    interval_s: Annotated[
+        float, Opt("--interval-s", min=0.1, help="Seconds between reads with --follow.")
+    ] = 10.0,
+    config: Annotated[
+        Optional[Path], Opt("--config", "-c", help="The run's config, for the predicted prior.")
+    ] = None,
+    set_: Annotated[Optional[list[str]], Opt("--set", help="Override a config key (repeatable).")] = None,
+    total_steps: Annotated[
+        Optional[int],
+        Opt("--total-steps", min=1, help="Steps the run will take (when its files do not say)."),
+    ] = None,
+    confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
+    model_dir: Annotated[Optional[Path], Opt("--model-dir", help="Learned model folder.")] = None,
+    json_out: Annotated[
+        bool, Opt("--json", help="Machine-readable output (one JSON document per report).")
+    ] = False,
+) -> None:
+    """ETA, warm-up, stable-phase statistics and bottleneck hints of a run from its files."""
+    from perfmodel.monitor.watch import follow_path, monitor_path
+
+    kwargs: dict[str, Any] = {
+        "config": config,
+        "overrides": set_ or [],
+        "total_steps": total_steps,
+        "confidence": confidence,
+        "model_dir": model_dir,
+    }
+    reports = follow_path(path, interval_s=interval_s, **kwargs) if follow else [monitor_path(path, **kwargs)]
+    for report in reports:
+        if json_out:
+            import json
+
+            from perfmodel.cli._common import _json_default
+
+            print(json.dumps(report.to_json(), default=_json_default), flush=True)
+        else:
+            _render_monitor(report, _common.stdout_console())
+
+
+def _render_monitor(report: Any, console: Any) -> None:
+    from rich.markup import escape
+
+    s, t = report.snapshot, report.trace
+    table = _table(f"perfmodel monitor — {escape(t.path)} ({t.format})")
+    total = f" of {s.total_steps}" if s.total_steps is not None else ""
+    table.add_row(
+        "Progress",
+        f"global step {t.steps_done}; {s.steps_done} timed steps{total}, {_dur(s.elapsed_s)} timed",
+    )
+    if s.warmup_steps:
+        unit = "step" if s.warmup_steps == 1 else "steps"
+        table.add_row("Warm-up", f"{s.warmup_steps} {unit} ({_dur(s.warmup_s)}) excluded")
+    obs = s.observed
+    if obs is not None and obs.intervals >= 2:
+        table.add_row(
+            "Stable phase",
+            f"from step {s.stable_from_step}: mean {_dur(obs.mean_s)}/step, median {_dur(obs.median_s)}, "
+            f"p10–p90 {_dur(obs.p10_s)} – {_dur(obs.p90_s)}, CV {obs.cv:.0%} ({obs.intervals} intervals)",
+        )
+    elif s.steps_done:
+        table.add_row("Mean step", f"{_dur(s.elapsed_s / s.steps_done)} (all steps, warm-up included)")
+    if s.predicted_step_time_s is not None:
+        table.add_row("Predicted", f"step {_iv(s.predicted_step_time_s)}")
+    if s.finished:
+        table.add_row("Finished", f"in {_dur(s.elapsed_s)} timed")
+    elif s.remaining_s is not None:
+        weight = f"; prediction weight {s.prior_weight:.0%}" if s.prior_weight is not None else ""
+        table.add_row("ETA", f"{_iv(s.remaining_s)} at {s.confidence:.0%}{weight}")
+        if report.seconds_since_update is not None:
+            table.add_row("", f"[dim]from the last progress, {_dur(report.seconds_since_update)} ago[/dim]")
+    else:
+        table.add_row("ETA", "unknown: give --total-steps (or --config) and/or wait for more steps")
+    u = s.utilization
+    if u is not None:
+        parts = [
+            f"GPU {u.gpu_mean_pct:.0f}%" if u.gpu_mean_pct is not None else "",
+            f"CPU {u.cpu_mean_pct:.0f}%" if u.cpu_mean_pct is not None else "",
+        ]
+        table.add_row("Utilisation", ", ".join(p for p in parts if p) + f" ({u.samples} samples)")
+    console.print(table)
+    for hint in s.hints:
+        console.print(f"[yellow]hint:[/yellow] {escape(hint)}")
+    for note in report.notes:
+        console.print(f"[dim]note:[/dim] {escape(note)}")
+
+
+# --- ingest -----------------------------------------------------------------------------------
+
+
+def ingest_command(
+    run: Annotated[
+        Path,
+        typer.Argument(
+            help="perfmodel_run.json (or its folder), or any file perfmodel monitor reads (then --config)."
+        ),
+    ],
+    config: Annotated[
+        Optional[Path], Opt("--config", "-c", help="The run's config (when the run file does not hold it).")
+    ] = None,
+    set_: Annotated[Optional[list[str]], Opt("--set", help="Override a config key (repeatable).")] = None,
+    out: Annotated[
+        Optional[Path], Opt("--out", help="Shard folder (default: the collectors' folder).")
+    ] = None,
+    allow_unfinished: Annotated[
+        bool, Opt("--allow-unfinished", help="Keep the steps of a run that has not finished.")
+    ] = False,
+    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Keep a finished run as a measured feature-table row (source_kind 'user') for the next `make train-model`."""
+    from perfmodel.ingest import ingest_run
+
+    result = ingest_run(
+        run, config=config, overrides=set_ or [], out_dir=out, allow_unfinished=allow_unfinished
+    )
+    if json_out:
+        _common.print_json(result.to_json())
+        return
+    console = _common.stdout_console()
+    console.print(
+        f"kept row {result.row_id} ({result.model_name} on {result.hardware_id}): {result.measured_steps} steps, "
+        f"median {_dur(result.step_time_s)}/step, {result.warmup_steps} warm-up step(s) excluded -> {result.shard}",
+        markup=False,
+        highlight=False,
+    )
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)

@@ -1,0 +1,252 @@
+"""The ETA arithmetic (perfmodel.monitor.eta) and the monitor core under a fake clock: warm-up
+exclusion, stable-phase detection, interval narrowing, prior vs observation, and coverage of the
+remaining-time interval on the collectors' real step-time traces (datasets/raw)."""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from perfmodel.monitor import eta
+from perfmodel.monitor.core import RunMonitor
+from perfmodel.monitor.eta import StepTimePrior, estimate_remaining, stable_start, warmup_intervals
+from perfmodel.monitor.report import ConsoleReporter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def steps(times: list[float]) -> list[tuple[int, float]]:
+    return [(1, t) for t in times]
+
+
+def noisy(n: int, level: float = 0.5, cv: float = 0.03, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [level * rng.lognormvariate(0.0, cv) for _ in range(n)]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+# --- Student t ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dof", [1, 2, 3, 5, 10, 30])
+@pytest.mark.parametrize("p", [0.9, 0.95, 0.975])
+def test_t_quantile_matches_scipy(dof, p):
+    from scipy import stats
+
+    assert eta.t_quantile(p, dof) == pytest.approx(stats.t.ppf(p, dof), rel=2e-3)
+
+
+# --- warm-up --------------------------------------------------------------------------------
+
+
+def test_slow_leading_steps_are_warm_up():
+    times = [5.0, 2.5, 1.0] + noisy(30)  # settled level 0.5 s
+    assert warmup_intervals(steps(times)) == 3
+
+
+def test_the_first_step_is_always_warm_up():
+    assert warmup_intervals(steps(noisy(30))) == 1
+
+
+def test_warm_up_is_undecided_until_a_window_follows():
+    times = [5.0, 0.5, 0.5]
+    assert warmup_intervals(steps(times)) == 3  # nothing settled yet: all warm-up, prior only
+    assert estimate_remaining([], 10, None) is None
+
+
+def test_a_slow_ramp_is_capped_at_half_of_the_steps():
+    ramp = [10.0 / (1 + 0.05 * i) ** 3 for i in range(40)]  # keeps getting faster, never settles by the rule
+    assert warmup_intervals(steps(ramp)) <= 20
+
+
+# --- stable phase ---------------------------------------------------------------------------
+
+
+def test_a_level_shift_restarts_the_stable_phase_where_it_happened():
+    times = [3.0] + noisy(39, 1.0, seed=1) + noisy(40, 1.5, seed=2)
+    assert stable_start(steps(times)) == 40
+
+
+def test_periodic_slow_steps_stay_in_the_stable_phase_and_count_in_the_mean():
+    base = noisy(80, 1.0, cv=0.01, seed=3)
+    times = [4.0] + [
+        t * (3.0 if i % 10 == 9 else 1.0) for i, t in enumerate(base)
+    ]  # every 10th step: evaluation
+    assert stable_start(steps(times)) == 1
+    stable = steps(times[1:])
+    est = estimate_remaining(stable, 100, None)
+    true_mean = sum(times[1:]) / 80
+    assert est.remaining_s[0] == pytest.approx(100 * true_mean, rel=0.02)  # the mean, not the median (1.0)
+    assert est.remaining_s[0] > 100 * 1.1
+
+
+# --- blending and narrowing -----------------------------------------------------------------
+
+
+def test_with_few_noisy_steps_the_prior_dominates_and_with_many_the_observation():
+    prior = StepTimePrior(estimate_s=1.0, low_s=0.5, high_s=2.0)
+    few = estimate_remaining(steps([0.6, 1.1]), 100, prior)  # two steps that disagree by 2x
+    steady = estimate_remaining(steps([0.50, 0.51]), 100, prior)  # two steps that agree
+    many = estimate_remaining(steps(noisy(200, 0.8, cv=0.3, seed=4)), 100, prior)
+    assert few.prior_weight > 0.5
+    assert steady.prior_weight < 0.1
+    assert many.prior_weight < 0.05
+    assert many.step_time_s[0] == pytest.approx(0.8 * math.exp(0.3**2 / 2), rel=0.08)  # lognormal mean
+
+
+def test_interval_narrows_as_steps_accrue():
+    prior = StepTimePrior(estimate_s=0.7, low_s=0.35, high_s=1.4)
+    trace = noisy(400, 0.5, cv=0.1, seed=5)
+    widths = []
+    for n in (3, 10, 40, 160):
+        est = estimate_remaining(steps(trace[:n]), 1000, prior)
+        widths.append(math.log(est.remaining_s[2] / est.remaining_s[1]))
+    assert widths == sorted(widths, reverse=True)
+    assert widths[-1] < widths[0] / 3
+    prior_only = estimate_remaining([], 1000, prior)
+    assert prior_only.remaining_s == pytest.approx((700.0, 350.0, 1400.0))
+    assert prior_only.prior_weight == 1.0
+
+
+def test_a_wrong_prior_is_overruled_by_steady_steps():
+    prior = StepTimePrior(estimate_s=3.0, low_s=2.0, high_s=4.5)  # says 3 s, interval excludes the truth
+    trace = noisy(60, 1.0, cv=0.02, seed=6)
+    est = estimate_remaining(steps(trace), 100, prior)
+    assert est.remaining_s[1] <= sum(noisy(160, 1.0, cv=0.02, seed=6)[60:]) <= est.remaining_s[2]
+
+
+# --- coverage on real traces ----------------------------------------------------------------
+
+
+def _real_traces() -> list[list[float]]:
+    import pandas as pd
+
+    frames = [
+        pd.read_parquet(p)
+        for p in sorted((ROOT / "datasets" / "raw").glob("*.parquet"))
+        if not p.name.startswith("microbench")
+    ]
+    table = pd.concat(frames, ignore_index=True)
+    table = table[(table["status"] == "ok") & (table["source_kind"] == "own")]
+    return [[float(t) for t in x] for x in table["step_times_s"] if x is not None and len(x) >= 10]
+
+
+@pytest.mark.parametrize("prior_factor", [None, 1.0, 1.6])
+def test_remaining_time_interval_covers_real_traces_at_its_rate(prior_factor):
+    """Replay every committed trace (warm-up already excluded by the collectors): after k steps,
+    predict the time of the remaining ones and check the truth is inside the 90% interval. The
+    prior, when used, is off by `prior_factor` with an interval that still covers the truth."""
+    traces = _real_traces()
+    assert len(traces) >= 50
+    hits, n = 0, 0
+    for trace in traces:
+        mean = sum(trace) / len(trace)
+        prior = None
+        if prior_factor is not None:
+            est = mean * prior_factor
+            prior = StepTimePrior(estimate_s=est, low_s=est / 2.5, high_s=est * 2.5)
+        for k in range(2, len(trace)):
+            r = estimate_remaining(steps(trace[:k]), len(trace) - k, prior, 0.9).remaining_s
+            hits += r[1] <= sum(trace[k:]) <= r[2]
+            n += 1
+    coverage = hits / n
+    # LEVEL_DRIFT was chosen on the quick-profile traces only; pooled with the full-profile ones
+    # the coverage was 94% (module docstring). A broken blend or spread lands far outside this.
+    assert 0.87 <= coverage <= 0.99, coverage
+
+
+# --- the core under a fake clock --------------------------------------------------------------
+
+
+def test_monitor_reports_warm_up_stable_phase_and_a_narrowing_eta():
+    clock = FakeClock()
+    out = io.StringIO()
+    prior = StepTimePrior(estimate_s=0.8, low_s=0.4, high_s=1.6)
+    m = RunMonitor(
+        total_steps=200, prior=prior, clock=clock, reporter=ConsoleReporter(out), report_every_s=5.0
+    )
+    m.start()
+    times = [6.0, 2.0] + noisy(198, 0.5, seed=7)
+    widths = []
+    for i, t in enumerate(times, start=1):
+        clock.t += t
+        m.update(i)
+        if i in (20, 100, 190):
+            snap = m.snapshot()
+            widths.append(snap.step_time_s.high / snap.step_time_s.low)  # the mean step time narrows
+            truth = sum(times[i:])
+            assert snap.remaining_s.low <= truth <= snap.remaining_s.high
+    assert widths == sorted(widths, reverse=True)
+    final = m.finish()
+    assert final.warmup_steps == 2 and final.warmup_s == pytest.approx(8.0)
+    assert final.stable_from_step == 2
+    assert final.observed.median_s == pytest.approx(0.5, rel=0.03)
+    assert final.remaining_s.estimate == 0 and final.finished
+    assert final.elapsed_s == pytest.approx(sum(times))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[perfmodel] step 1/200") and "ETA" in lines[0]
+    assert "finished" in lines[-1] and "warm-up 2 steps" in lines[-1]
+    assert 10 < len(lines) < 40  # one line per 5 s of fake time, not one per step
+
+
+def test_monitor_times_logged_step_counts_as_intervals():
+    clock = FakeClock()
+    m = RunMonitor(total_steps=1000, clock=clock, report_every_s=1e9)
+    m.start()
+    for step in range(10, 510, 10):  # a log every 10 steps of 0.2 s each
+        clock.t += 10 * 0.2 * (3.0 if step == 10 else 1.0)
+        m.update(step)
+    snap = m.snapshot()
+    assert snap.warmup_steps == 10
+    assert snap.observed.mean_s == pytest.approx(0.2)
+    assert snap.remaining_s.estimate == pytest.approx(500 * 0.2, rel=1e-6)
+
+
+def test_no_progress_is_not_a_step():
+    clock = FakeClock()
+    m = RunMonitor(total_steps=10, clock=clock)
+    m.start()
+    clock.t += 1
+    m.update(1)
+    clock.t += 1
+    assert m.update(1) is None
+    assert m.intervals == [(1, 1.0)]
+
+
+def test_a_noisy_phase_is_not_cut_into_pieces_by_its_own_noise():
+    cut = 0
+    for seed in range(20):
+        times = [3.0] + noisy(300, 0.3, cv=0.8, seed=100 + seed)  # a busy host: steps vary 2-3x
+        cut += stable_start(steps(times)) > 10  # (noise may lengthen warm-up by a step or two)
+    assert cut <= 2
+    quiet_shift = [3.0] + noisy(100, 0.3, cv=0.03, seed=10) + noisy(100, 0.4, cv=0.03, seed=11)
+    assert stable_start(steps(quiet_shift)) == 101
+
+
+def test_a_contradicted_prediction_stays_out_of_the_eta():
+    clock = FakeClock()
+    prior = StepTimePrior(estimate_s=0.0015, low_s=0.001, high_s=0.0024)  # 100x too fast
+    m = RunMonitor(total_steps=400, prior=prior, clock=clock, report_every_s=1e9)
+    m.start()
+    times = [2.0] + noisy(150, 0.2, cv=0.8, seed=9)
+    for i, t in enumerate(times, start=1):
+        clock.t += t
+        m.update(i)
+        if i >= 20:
+            snap = m.snapshot()
+            assert snap.prior_weight == 0.0, i
+            assert snap.remaining_s.estimate > 0.05 * (400 - i), i  # never the prediction's 1.5 ms per step
+    assert any(
+        h.startswith("the measured steps contradict perfmodel's prediction") for h in m.snapshot().hints
+    )
