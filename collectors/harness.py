@@ -19,7 +19,7 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from collectors.storage import (
 )
 
 Clock = Callable[[], float]
+RowHook = Callable[[str, dict[str, Any]], None]
+"""Told ('slice' | 'microbench', row) as each row is measured (collectors.fleet streams them)."""
 MICROBENCH_BUDGET_FRACTION = 0.2
 """Micro-benchmarks stop after this fraction of the budget; the rest is for training slices."""
 
@@ -160,12 +162,17 @@ def run_profile(
     run_microbench: bool = True,
     progress: bool = False,
     wait: bool = False,
+    skip_row_ids: Collection[str] = (),
+    skip_microbench: Collection[tuple[str, str, str]] = (),
+    on_row: RowHook | None = None,
 ) -> CollectResult:
     """Measure `profile` on `device` into `out_dir` (default perfmodel.paths.raw_dir()), holding
     the folder for the whole run (CollectorBusy when another collector holds it, unless `wait`).
     Ctrl-C, SIGTERM and SIGHUP stop it cleanly (`stopped='interrupted'`). `clock` and `prepare`
     are injectable so tests can fake time and training steps (prepare(config, device) ->
-    collectors.slices.PreparedSlice)."""
+    collectors.slices.PreparedSlice). `skip_row_ids` / `skip_microbench` are measured elsewhere
+    (a fleet driver's folder, collectors.fleet) and skipped like those in `out_dir`; `on_row` is
+    called with ('slice' | 'microbench', row) as each row is measured, before it is buffered."""
     from perfmodel import paths
     from perfmodel.schema import MICROBENCH_COLUMNS
 
@@ -200,6 +207,9 @@ def run_profile(
                         prepare=prepare,
                         run_microbench=run_microbench,
                         progress=progress,
+                        skip_row_ids=skip_row_ids,
+                        skip_microbench=skip_microbench,
+                        on_row=on_row,
                     )
                 except KeyboardInterrupt as exc:
                     stop.finishing = True
@@ -248,6 +258,9 @@ def _measure(
     prepare: Any,
     run_microbench: bool,
     progress: bool,
+    skip_row_ids: Collection[str] = (),
+    skip_microbench: Collection[tuple[str, str, str]] = (),
+    on_row: RowHook | None = None,
 ) -> None:
     """The body of run_profile, with the output folder held; records into `run` as it goes."""
     from collectors import slices
@@ -260,7 +273,7 @@ def _measure(
         run.damaged.append(damaged.describe())
         sys.stderr.write(f"warning: {damaged.describe()}\n")  # always said, --json or not
     run.fingerprint_path = str(write_fingerprint(out, fingerprint))
-    existing = measured_row_ids(out, hw)
+    existing = measured_row_ids(out, hw) | set(skip_row_ids)
     todo = [c for c in profile.configs if make_row_id(hw, c, device.kind) not in existing]
     run.skipped_existing = len(profile.configs) - len(todo)
     reporter = Reporter(progress, len(todo), profile.name)
@@ -277,7 +290,7 @@ def _measure(
             from collectors.microbench import run_microbench as run_mb
 
             reporter.describe("micro-benchmarks")
-            skip = measured_microbench_keys(out, hw)
+            skip = measured_microbench_keys(out, hw) | set(skip_microbench)
             mb_deadline = t_start + MICROBENCH_BUDGET_FRACTION * budget
             for mb_row in run_mb(
                 profile.microbench,
@@ -288,6 +301,8 @@ def _measure(
                 deadline=mb_deadline,
             ):
                 mb_writer.add(mb_row)
+                if on_row is not None:
+                    on_row("microbench", mb_row)
                 value = mb_row["achieved_tflops"] or mb_row["achieved_gb_per_s"]
                 unit = "TFLOP/s" if mb_row["achieved_tflops"] else "GB/s"
                 reporter.log(
@@ -327,6 +342,8 @@ def _measure(
                 peak_memory_method=device.peak_memory_method,
             )
             writer.add(row)
+            if on_row is not None:
+                on_row("slice", row)
             run.counts[row["status"]] += 1
             reporter.log(f"{config.describe()}: {row_summary(row)}")
             reporter.advance()

@@ -168,11 +168,13 @@ def plan_profile(
     setup_s: float | None = None,
     model_dir: str | None = None,
     out_dir: str | Path | None = None,
+    measured: tuple[str, set[str], set[tuple[str, str, str]]] | None = None,
 ) -> ProfilePlan:
     """Project `profile` on `device` (a catalog accelerator name or alias, or 'cpu': this
     machine). `setup_s` overrides the per-configuration setup (SETUP_S). For 'cpu' with `out_dir`,
     configurations this host has already measured there are marked 'measured' and cost nothing,
-    as a resumed collection skips them."""
+    as a resumed collection skips them. `measured` (hardware id, row ids, micro-benchmark keys)
+    says the same for another host, e.g. a fleet node (collectors.fleet), in place of `out_dir`."""
     from perfmodel.catalog import get_gpu
     from perfmodel.errors import ConfigError
     from perfmodel.features import workload_from_row
@@ -189,6 +191,8 @@ def plan_profile(
     budget = prof.budget_s if budget_s is None else validate_budget_s(budget_s)
     setup = SETUP_S[kind] if setup_s is None else float(setup_s)
     done = _measured_here(out_dir) if kind == "cpu" and out_dir is not None else (None, set(), set())
+    if measured is not None:
+        done = measured
     microbench = 0.0
     if prof.microbench is not None:
         estimate = estimate_microbench_s(prof.microbench, gpu, skip=done[2])
@@ -199,7 +203,7 @@ def plan_profile(
     planned: list[PlannedSlice] = []
     for config in prof.configs:
         label = config.describe()
-        if done[0] is not None and make_row_id(done[0], config, "cpu") in done[1]:
+        if done[0] is not None and make_row_id(done[0], config, kind) in done[1]:
             planned.append(
                 PlannedSlice(label=label, fate="measured", start_s=t, note="already measured on this host")
             )

@@ -1,6 +1,7 @@
 """`perfmodel collect`: measure micro-benchmarks and training slices on this machine into the
-collectors' folder (perfmodel.paths.raw_dir(), datasets/raw/). The one collect command line:
-`python -m collectors` and `make collect` run this command with the same flags."""
+collectors' folder (perfmodel.paths.raw_dir(), datasets/raw/), or with `--ray` on the nodes of a
+Ray cluster (collectors.fleet). The one collect command line: `python -m collectors` and
+`make collect` run this command with the same flags."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import typer
 from perfmodel.cli import _common
 
 PROFILES = ("quick", "gpu", "full")
+PER = ("gpu-type", "node")
 INTERRUPTED_EXIT = 130
 """Exit status after Ctrl-C, SIGTERM or SIGHUP (what the measured rows were kept under)."""
 
@@ -76,6 +78,29 @@ def collect_command(
         bool,
         typer.Option("--summary", help="Measure nothing: print a Markdown summary of the shards in --out."),
     ] = False,
+    ray: Annotated[
+        Optional[str],  # noqa: UP045 - typer needs Optional on 3.10
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS|auto",
+            help="Collect on a Ray cluster: one task per GPU type (or node) pinned to its node; rows come "
+            "back to --out here. ADDRESS is HOST:PORT of its head; 'auto': the cluster this machine belongs to.",
+        ),
+    ] = None,
+    per: Annotated[
+        str,
+        typer.Option(
+            "--per", help="With --ray: run the profile once per gpu-type, or per node (distinct hardware)."
+        ),
+    ] = "gpu-type",
+    max_retries: Annotated[
+        int,
+        typer.Option(
+            "--max-retries",
+            min=0,
+            help="With --ray: runs again of a failed node's task before it is reported.",
+        ),
+    ] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Measure this machine: micro-benchmarks, then real training slices; resumable (already
@@ -89,6 +114,22 @@ def collect_command(
             f"must be one of {', '.join(PROFILES)}; got {profile!r}", param_hint="--profile"
         )
     out_dir = out if out is not None else paths.raw_dir()
+    if ray is not None:
+        _fleet(
+            profile,
+            ray,
+            per,
+            out_dir,
+            budget_s,
+            max_retries,
+            plan=plan,
+            wait=wait,
+            json_out=json_out,
+            device=device,
+            gpu=gpu,
+            summary=summary,
+        )
+        return
     if summary:
         from collectors.summary import summarize
 
@@ -144,3 +185,147 @@ def _plan(profile: str, gpu: str, budget_s: float | None, out: Path, json_out: b
         _common.print_json(projected.to_dict())
     else:
         _common.stdout_console().print(plan_table(projected))
+
+
+# --- on a Ray cluster (collectors.fleet) -------------------------------------------------------
+
+
+def _fleet(
+    profile: str,
+    address: str,
+    per: str,
+    out: Path,
+    budget_s: float | None,
+    max_retries: int,
+    *,
+    plan: bool,
+    wait: bool,
+    json_out: bool,
+    device: str | None,
+    gpu: str,
+    summary: bool,
+) -> None:
+    from collectors import fleet
+
+    if not address or address.startswith("-"):
+        raise typer.BadParameter(
+            f"give the cluster's HOST:PORT or 'auto'; got {address!r}", param_hint="--ray"
+        )
+    if per not in PER:
+        raise typer.BadParameter(f"must be one of {', '.join(PER)}; got {per!r}", param_hint="--per")
+    for flag, given in (("--device", device is not None), ("--gpu", gpu != "cpu"), ("--summary", summary)):
+        if given:
+            raise typer.BadParameter("each node uses its own device with --ray; drop it", param_hint=flag)
+    if plan:
+        projected = fleet.plan_fleet(profile, address=address, per=per, out_dir=out, budget_s=budget_s)
+        if json_out:
+            _common.print_json(projected.to_dict())
+        else:
+            _common.stdout_console().print(_fleet_plan_table(projected))
+        return
+    from collectors.interrupts import signals_as_interrupt
+
+    with signals_as_interrupt():
+        result = fleet.collect_fleet(
+            profile,
+            address=address,
+            per=per,
+            out_dir=out,
+            budget_s=budget_s,
+            max_retries=max_retries,
+            progress=not json_out,
+            wait=wait,
+        )
+    if json_out:
+        _common.print_json(result.to_dict())
+    else:
+        _common.stdout_console().print(_fleet_table(result))
+    if result.stopped == "interrupted":
+        raise SystemExit(INTERRUPTED_EXIT)
+    if result.failed:
+        names = ", ".join(f"{t.target} ({t.errors[-1] if t.errors else t.stopped})" for t in result.failed)
+        _common.fail(f"{len(result.failed)} of {len(result.targets)} targets did not finish: {names}")
+
+
+def _fleet_table(result: Any) -> Any:
+    from rich.table import Table
+
+    stopped = result.stopped + (f" by {result.interrupted_by}" if result.interrupted_by else "")
+    table = Table(
+        title=f"perfmodel collect --ray {result.address} --profile {result.profile} --per {result.per}: "
+        f"{stopped} in {result.elapsed_s:.0f} s",
+        caption_justify="left",
+        caption="\n".join(
+            [f"{len(result.shards)} shards written to {result.out_dir}"]
+            + [f"{t.target}: {error}" for t in result.targets for error in t.errors]
+            + [f"left out {line}" for line in result.unreachable]
+        ),
+    )
+    for name, justify in (
+        ("target", "left"),
+        ("node", "left"),
+        ("hardware id", "left"),
+        ("stopped", "left"),
+        ("tries", "right"),
+        ("slice rows", "right"),
+        ("micro-bench rows", "right"),
+        ("already measured", "right"),
+        ("s", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for t in result.targets:
+        counts = ", ".join(f"{n} {status}" for status, n in t.status_counts.items())
+        table.add_row(
+            t.target,
+            t.node,
+            t.hardware_id,
+            t.stopped,
+            str(t.attempts),
+            f"{t.rows_written}" + (f" ({counts})" if counts else ""),
+            str(t.microbench_rows),
+            f"{t.skipped_existing} of {t.configs_total}",
+            f"{t.elapsed_s:.0f}",
+        )
+    return table
+
+
+def _fleet_plan_table(projected: Any) -> Any:
+    from rich.table import Table
+
+    cost = "" if projected.cost_usd is None else f", ${projected.cost_usd:,.2f} at list prices"
+    notes = sorted({f"{t.device}: {t.note}" for t in projected.targets if t.note})
+    table = Table(
+        title=f"profile {projected.profile} on {len(projected.targets)} target(s) (--per {projected.per}): "
+        f"projected {projected.projected_s / 60:.1f} min in parallel, {projected.gpu_hours:.2f} GPU-hours{cost}",
+        caption="Each target as `perfmodel collect --plan` projects it on its device; $/GPU-h: the catalog's "
+        "default list price (perfmodel/catalog/prices.yaml)"
+        + "".join(f"; {line}" for line in notes)
+        + "".join(f"; left out {line}" for line in projected.left_out),
+    )
+    for name, justify in (
+        ("target", "left"),
+        ("node (+ spares)", "left"),
+        ("device", "left"),
+        ("measure", "right"),
+        ("measured before", "right"),
+        ("other", "right"),
+        ("projected min", "right"),
+        ("$/GPU-h", "right"),
+        ("cost $", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for t in projected.targets:
+        counts = t.plan.counts() if t.plan is not None else {}
+        other = ", ".join(f"{n} {fate}" for fate, n in counts.items() if fate not in ("measure", "measured"))
+        table.add_row(
+            t.target,
+            t.node + (f" (+{t.spares})" if t.spares else ""),
+            t.device,
+            str(counts.get("measure", 0)),
+            str(counts.get("measured", 0)),
+            other or "0",
+            f"{t.projected_s / 60:.1f}",
+            "" if t.usd_per_gpu_hour is None else f"{t.usd_per_gpu_hour:.2f}",
+            "" if t.cost_usd is None else f"{t.cost_usd:.2f}",
+        )
+    return table
