@@ -1,7 +1,8 @@
 """Time `perfmodel train` (library: fit_and_log) on the whole feature table, pinned to 2 CPU cores.
 
-Target: < 180 s on 2 cores. Tracks into a throwaway MLflow store and exports into a temp folder,
-so the bench never touches mlflow.db or models/. Prints one JSON line.
+Target: < 180 s on 2 cores. Tracks into a throwaway MLflow store, saves the local run folder into
+a temp folder and exports nothing, so the bench never touches mlflow.db, runs/ or models/.
+Prints one JSON line.
 
     python bench/bench_train.py [--features datasets/features.parquet]
 """
@@ -33,7 +34,10 @@ def pin_two_cores() -> list[int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--features", default=str(ROOT / "datasets" / "features.parquet"))
+    sys.path.insert(0, str(ROOT))
+    from perfmodel.paths import features_path
+
+    parser.add_argument("--features", default=str(features_path()))
     args = parser.parse_args()
     features = Path(args.features)
     if not features.is_file():
@@ -48,13 +52,16 @@ def main() -> int:
         )
         return 0
     cores = pin_two_cores()
-    sys.path.insert(0, str(ROOT))
+    from perfmodel.learn.data import load_training_data
     from perfmodel.learn.train import fit_and_log
+    from perfmodel.tracking import MlflowTracker
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         result = fit_and_log(
-            features, tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}", export_dir=Path(tmp) / "models"
+            load_training_data(features),
+            tracker=MlflowTracker(f"sqlite:///{Path(tmp) / 'mlflow.db'}"),
+            runs_dir=Path(tmp) / "runs",
         )
         seconds = time.perf_counter() - start
     print(

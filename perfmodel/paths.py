@@ -9,6 +9,7 @@ they are read on every call (never at import), so tests and services can redirec
     PERFMODEL_DATASETS     feature-table folder (default: <root>/datasets)
     PERFMODEL_MODEL_DIR    the shipped model (default: <root>/models)
     PERFMODEL_PUBLIC_DATA  third-party tables to import (default: <root>/../shared/data/public)
+    PERFMODEL_RUNS_DIR     local copies of trained models (default: <root>/runs)
     MLFLOW_TRACKING_URI    tracking server (default: sqlite:///<root>/mlflow.db)
 """
 
@@ -73,6 +74,11 @@ def shared_public_data_dir() -> Path:
 def tracking_uri() -> str:
     """MLflow tracking URI: $MLFLOW_TRACKING_URI, else the embedded SQLite store in the root."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project_root() / 'mlflow.db'}"
+
+
+def runs_dir() -> Path:
+    """Where `perfmodel train` saves each fitted model before logging it ($PERFMODEL_RUNS_DIR)."""
+    return _env_path("PERFMODEL_RUNS_DIR") or project_root() / "runs"
 
 
 def artifacts_dir() -> Path:

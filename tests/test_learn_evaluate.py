@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,23 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfmodel.cli.render_eval import evaluation_markdown
 from perfmodel.errors import ConfigError
-from perfmodel.learn.evaluate import (
-    EvalConfig,
-    ape_pct,
-    error_metrics,
-    evaluate_all,
-    evaluate_holdout,
-    make_folds,
-    seed_spread,
-    spread_summary,
-)
+from perfmodel.learn.evaluate import EvalConfig, evaluate_all, evaluate_holdout, make_folds
+from perfmodel.learn.metrics import ape_pct, error_metrics, interval_metrics
 from perfmodel.learn.regressor import LGBMConfig
+from perfmodel.learn.spread import headline_spread, seed_spread, spread_summary
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = EvalConfig(
-    n_jobs=1,  # in-process: the synthetic catalog is patched into this process only
+    # in this process: the synthetic accelerators exist only here (catalog.use_extra_gpus), and
+    # under pytest -n 2 worker processes of our own would only oversubscribe the two cores
+    n_jobs=1,
     lgbm=LGBMConfig(n_estimators=60, learning_rate=0.15),
     random_folds=3,
     inner_max_splits=2,
@@ -39,9 +36,9 @@ FAST = EvalConfig(
 def data():
     from perfmodel.features import rows_to_training_data
 
-    with synthetic_catalog():
+    with synthetic_catalog():  # only while building: the tests enter it again where they need it
         X, y, kept, _ = rows_to_training_data(make_synthetic_table(300, seed=11, noise_sigma=0.03))
-        yield X, y, kept
+    return X, y, kept
 
 
 def test_ape_is_on_throughput_and_metrics_match_hand_computation():
@@ -55,6 +52,14 @@ def test_ape_is_on_throughput_and_metrics_match_hand_computation():
     assert error_metrics(y, y)["p90_ape_pct"] == 0.0
 
 
+def test_interval_metrics_count_coverage_and_width_by_hand():
+    # |y - pred| = 0.1, 0.3, 0.5 against half-width 0.3: two of three covered (the edge counts)
+    m = interval_metrics([0.1, 0.3, 0.5], [0.0, 0.0, 0.0], [0.3, 0.3, 0.3])
+    assert m["coverage_pct"] == pytest.approx(200 / 3)
+    # throughput interval exp(-h)..exp(h) relative to the estimate: e^0.3 - e^-0.3 = 0.6090...
+    assert m["median_rel_width_pct"] == pytest.approx((math.exp(0.3) - math.exp(-0.3)) * 100)
+
+
 def test_leave_one_hardware_out_folds_hold_out_exactly_one_gpu(data):
     _, _, kept = data
     folds = make_folds("loho", kept, FAST)
@@ -66,7 +71,8 @@ def test_leave_one_hardware_out_folds_hold_out_exactly_one_gpu(data):
 
 def test_protocol_reports_model_and_both_baselines_on_every_split(data):
     X, y, kept = data
-    ev = evaluate_all(X, y, kept, FAST)
+    with synthetic_catalog():
+        ev = evaluate_all(X, y, kept, FAST)
     assert set(ev.summary["split"]) == {"random", "loho", "lofo"}
     assert set(ev.summary["method"]) == {"model", "const", "bound"}
     metrics = ev.metrics()
@@ -77,12 +83,13 @@ def test_protocol_reports_model_and_both_baselines_on_every_split(data):
     assert metrics["loho_median_ape_pct"] < metrics["loho_const_median_ape_pct"]
     assert 0 <= metrics["coverage90_loho_pct"] <= 100
     assert set(ev.breakdown["by"]) == {"gpu", "source"}
-    assert "| leave-one-hardware-out | model |" in ev.to_markdown()
+    assert "| leave-one-hardware-out | model |" in evaluation_markdown(ev)
 
 
 def test_holdout_reports_only_on_the_held_out_group(data):
     X, y, kept = data
-    ev = evaluate_holdout(X, y, kept, "gpu", "synth-h2", FAST)
+    with synthetic_catalog():
+        ev = evaluate_holdout(X, y, kept, "gpu", "synth-h2", FAST)
     n = int((kept["gpu"] == "synth-h2").sum())
     assert set(ev.predictions["gpu"]) == {"synth-h2"}
     assert (ev.summary["n_rows"] == n).all()
@@ -150,18 +157,45 @@ def test_cli_evaluate_holdout_through_the_entry_point(tmp_path):
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
 
 
+@pytest.mark.slow
 def test_seed_spread_varies_only_the_seeds(data):
     X, y, kept = data
     with synthetic_catalog():
         runs = seed_spread(X, y, kept, seeds=2, splits=("random", "loho"), config=FAST)
+        loho = runs[runs["split"] == "loho"].sort_values("seed")["median_ape_pct"].tolist()
+        # the decision's spread: seed 0 taken from the run's own evaluation, seed 1 evaluated
+        spread = headline_spread(X, y, kept, seeds=2, config=FAST, seed0_pct=loho[0])
     assert sorted(runs["seed"].unique()) == [0, 1] and set(runs["split"]) == {"random", "loho"}
     random = runs[runs["split"] == "random"]["median_ape_pct"].tolist()
     assert random[0] != random[1]  # different folds and bagging: the spread is not zero by construction
     summary = spread_summary(runs)
     row = summary[(summary["split"] == "loho") & (summary["metric"] == "median_ape_pct")].iloc[0]
-    loho = runs[runs["split"] == "loho"]["median_ape_pct"]
-    assert row["mean"] == pytest.approx(loho.mean()) and row["min"] == loho.min() and row["max"] == loho.max()
+    assert row["mean"] == pytest.approx(sum(loho) / 2) and row["min"] == min(loho) and row["max"] == max(loho)
+    assert row["std"] == pytest.approx(abs(loho[0] - loho[1]) / math.sqrt(2))  # sample std of two values
+    assert spread.values_pct == pytest.approx(tuple(loho))
+    assert spread.range_pct == pytest.approx(abs(loho[0] - loho[1]))
     with pytest.raises(ConfigError, match="at least 2"):
         seed_spread(X, y, kept, seeds=1, config=FAST)
     with pytest.raises(ConfigError, match="unknown split"):
         seed_spread(X, y, kept, seeds=2, splits=("nope",), config=FAST)
+
+
+def test_fold_models_are_the_shipped_model_without_its_second_fit(data):
+    """Evaluation scores what is shipped: the fold model's points and intervals equal those of
+    `fit_learned_model` on the same rows."""
+    from perfmodel.learn.fit import fit_fold_model, fit_learned_model, queries_for_rows
+
+    X, y, kept = data
+    train, test = slice(0, 200), slice(200, 300)
+    with synthetic_catalog():
+        shipped, _ = fit_learned_model(
+            X.iloc[train], y[train], kept.iloc[train], config=FAST.lgbm, max_splits=2
+        )
+        policy, point = fit_fold_model(
+            X.iloc[train], y[train], kept.iloc[train], config=FAST.lgbm, max_splits=2, family_calibration=True
+        )
+        queries = queries_for_rows(X.iloc[test], kept["gpu"].iloc[test], kept["model_family"].iloc[test])
+    np.testing.assert_allclose(
+        point(X.iloc[test]), shipped.predict_log_ratio(X.iloc[test]), rtol=0, atol=1e-12
+    )
+    assert [policy.interval(q, 0.9) for q in queries] == [shipped.policy.interval(q, 0.9) for q in queries]

@@ -1,5 +1,6 @@
-"""The shipped model and the interface the predictor calls: load, correct, intervals, out-of-domain
-warnings, and what the committed models/ folder holds."""
+"""The learned model as the predictor calls it, on a model trained on synthetic rows: load,
+correct, intervals as served (the policy itself is tested on hand-made numbers in
+test_learn_interval_policy.py), the lean LightGBM import, and the committed models/ folder."""
 
 from __future__ import annotations
 
@@ -11,38 +12,41 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from session_cache import build_once
 
 from perfmodel.analytic import estimate
 from perfmodel.errors import ConfigError
 from perfmodel.features import workload_from_row
 from perfmodel.learn.fit import fit_learned_model
+from perfmodel.learn.interval_policy import OOD_WIDENING
 from perfmodel.learn.regressor import LGBMConfig
-from perfmodel.learn.shipped import (
-    DEFAULT_MODEL_DIR,
-    OOD_WIDENING,
-    Correction,
-    LearnedModel,
-    load_shipped_model,
-)
+from perfmodel.learn.shipped import Correction, LearnedModel, load_shipped_model
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
+from perfmodel.paths import model_dir
 
+DEFAULT_MODEL_DIR = model_dir()
 FAST = LGBMConfig(n_estimators=80, learning_rate=0.1)
 HELD_OUT_GPU = "synth-a2"  # an Ampere part: its generation is seen through synth-a1 / synth-a3
 
 
-@pytest.fixture(scope="module")
-def trained():
-    """A model trained on synthetic rows of every synthetic GPU but one, and the full table."""
-    from perfmodel.features import rows_to_training_data
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, worker_id):
+    """A model trained on synthetic rows of every synthetic GPU but one, and the full table (built
+    once per session, shared by xdist workers)."""
 
-    with synthetic_catalog():
-        table = make_synthetic_table(400, seed=3)
-        X, y, kept, _ = rows_to_training_data(table)
-        train = (kept["gpu"] != HELD_OUT_GPU).to_numpy()
-        model, _ = fit_learned_model(
-            X[train], y[train], kept[train].reset_index(drop=True), config=FAST, max_splits=5
-        )
-        yield model, kept
+    def build(_folder):
+        from perfmodel.features import rows_to_training_data
+
+        with synthetic_catalog():
+            table = make_synthetic_table(400, seed=3)
+            X, y, kept, _ = rows_to_training_data(table)
+            train = (kept["gpu"] != HELD_OUT_GPU).to_numpy()
+            model, _ = fit_learned_model(
+                X[train], y[train], kept[train].reset_index(drop=True), config=FAST, max_splits=5
+            )
+        return model, kept
+
+    return build_once(tmp_path_factory, worker_id, "learn_shipped_trained", build)
 
 
 def items_for(rows):
@@ -80,10 +84,14 @@ def test_in_domain_interval_is_the_grouped_conformal_quantile_without_warnings(t
     model, kept = trained
     with synthetic_catalog():
         (c,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
-    q = model.metadata["conformal"]["quantiles_log"]["0.9"]
+    # oracle: numpy's 'lower' quantile at ceil(0.9 (n + 1)) / n of the stored residuals (MAPIE's rule)
+    scores = np.asarray(model.metadata["conformal"]["abs_residuals_sorted"])
+    n = len(scores)
+    q = float(np.quantile(scores, math.ceil(0.9 * (n + 1)) / n, method="lower"))
     assert c.warnings == ()
     assert c.log_low < c.log_ratio < c.log_high
-    assert c.log_high - c.log_ratio == pytest.approx(q, abs=1e-5)
+    assert c.log_high - c.log_ratio == pytest.approx(q, abs=1e-9)
+    assert c.log_ratio - c.log_low == pytest.approx(q, abs=1e-9)
 
 
 def test_interval_grows_with_confidence_and_rejects_bad_levels(trained):
@@ -145,7 +153,8 @@ def test_unseen_model_family_uses_the_held_out_family_calibration(trained):
         (base,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
         (new,) = model.correct(items_for([row]), 0.9)
     assert any("model family 'never-seen'" in w for w in new.warnings)
-    q_family = model.metadata["conformal"]["family"]["quantiles_log"]["0.9"]
+    family = np.asarray(model.metadata["conformal"]["family"]["abs_residuals_sorted"])
+    q_family = float(np.quantile(family, math.ceil(0.9 * (len(family) + 1)) / len(family), method="lower"))
     expected = max(q_family, base.log_high - base.log_ratio)
     assert new.log_high - new.log_ratio == pytest.approx(expected, abs=1e-5)
 
@@ -175,7 +184,7 @@ print([m for m in ("mlflow", "torch", "lightgbm", "sklearn", "mapie") if m in sy
 def test_loading_and_correcting_imports_no_mlflow_torch_or_sklearn(trained, tmp_path):
     model, _ = trained
     model.save(tmp_path)
-    lean = "from perfmodel.learn import shipped\nshipped.LEAN_LIGHTGBM_IMPORT = True\n" + PREDICT_IN_SUBPROCESS
+    lean = "from perfmodel.learn import lean_import\nlean_import.use_lean_import()\n" + PREDICT_IN_SUBPROCESS
     out = subprocess.run([sys.executable, "-c", lean, str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['lightgbm']"
@@ -187,8 +196,8 @@ def test_lean_lightgbm_import_predicts_like_a_full_import(trained, tmp_path):
     model.save(tmp_path)
     code = (
         "import sys, json\n"
-        "from perfmodel.learn import shipped\n"
-        "shipped.LEAN_LIGHTGBM_IMPORT = True\n"
+        "from perfmodel.learn import lean_import\n"
+        "lean_import.use_lean_import()\n"
         + PREDICT_IN_SUBPROCESS.split("print(")[0]
         + "print(json.dumps([c.log_ratio, 'sklearn' in sys.modules]))\n"
     )
@@ -197,7 +206,7 @@ def test_lean_lightgbm_import_predicts_like_a_full_import(trained, tmp_path):
     lean_value, sklearn_loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert sklearn_loaded is False
     full = subprocess.run(
-        [sys.executable, "-c", code.replace("shipped.LEAN_LIGHTGBM_IMPORT = True", "pass"), str(tmp_path)],
+        [sys.executable, "-c", code.replace("lean_import.use_lean_import()", "pass"), str(tmp_path)],
         capture_output=True,
         text=True,
     )
@@ -225,6 +234,7 @@ def test_committed_model_is_complete_and_corrects_the_bundled_example():
         "dataset_sha256",
         "evaluation",
         "schema_version",
+        "model_sha256",
     ):
         assert key in meta, key
     assert set(meta["conformal"]["quantiles_log"]) == {"0.8", "0.9", "0.95"}
@@ -257,9 +267,29 @@ def test_quantized_base_outside_the_training_data_widens_and_warns():
     qlora = TrainingSpec(seq_len=512, micro_batch_size=8, lora_r=16, quantization_bits=4)
     out = []
     for training in (plain, qlora):
-        w = Workload(model=get_model("llama2-7b"), training=training, gpu=get_gpu("A100-80GB"), parallel=ParallelSpec())
+        w = Workload(
+            model=get_model("llama2-7b"), training=training, gpu=get_gpu("A100-80GB"), parallel=ParallelSpec()
+        )
         (c,) = model.correct([(w, estimate(w))], 0.9)
         out.append(c)
     assert any("quantization" in w for w in out[1].warnings)
     assert not any("quantization" in w for w in out[0].warnings)
     assert (out[1].log_high - out[1].log_ratio) > (out[0].log_high - out[0].log_ratio)
+
+
+def test_perfmodel_predict_loads_lightgbm_without_its_optional_integrations():
+    """The cold-start workaround as the CLI runs it: after a learned prediction, scikit-learn
+    (LightGBM's heaviest optional integration) was never imported."""
+    code = (
+        "import sys\n"
+        "from perfmodel.cli import main\n"
+        "try:\n"
+        f"    main(['predict', '--config', {str(Path(__file__).resolve().parents[1] / 'examples' / 'llama2-7b-lora.yaml')!r}, '--json'])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print([m for m in ('lightgbm', 'sklearn') if m in sys.modules], file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["model"]["kind"] == "learned"
+    assert out.stderr.strip().splitlines()[-1] == "['lightgbm']"

@@ -1,160 +1,287 @@
-"""`fit_and_log` end to end against a throwaway MLflow store: registration, the champion alias,
-the export into a models/ folder, and the equivalence of the exported and registered models."""
+"""Training records its work: the champion decision (pure), `fit_and_log` against an in-memory
+tracker (local save before logging, no models/ write without export, alias moves only beyond the
+seed spread on identical rows), and one integration run against a real MLflow store."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_tracker import MemoryTracker
+from session_cache import build_once
 
+from perfmodel.learn.champion import Candidate, Incumbent, decide_champion, needs_spread
+from perfmodel.learn.data import load_training_data
 from perfmodel.learn.evaluate import EvalConfig
+from perfmodel.learn.model_files import read_model_dir
 from perfmodel.learn.regressor import LGBMConfig
 from perfmodel.learn.shipped import load_shipped_model
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
 from perfmodel.learn.train import fit_and_log
+from perfmodel.tracking import TrackingError
 
-pytestmark = pytest.mark.slow
-
+ROOT = Path(__file__).resolve().parents[1]
 SMALL = EvalConfig(
-    n_jobs=1,  # in-process: the synthetic catalog is patched into this process only
+    n_jobs=1,  # in this process: the synthetic accelerators exist only here (catalog.use_extra_gpus)
     lgbm=LGBMConfig(n_estimators=60, learning_rate=0.15),
-    splits=("random", "loho"),
-    random_folds=3,
+    splits=("loho",),  # the headline split is all a decision needs
     inner_max_splits=2,
     final_max_splits=4,
 )
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Three trainings into one store: noisy (first champion), clean (better: promoted), noisy
-    again (worse: not promoted)."""
-    root = tmp_path_factory.mktemp("mlflow")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    models = root / "models"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MLFLOW_TRACKING_URI", uri)
-    with synthetic_catalog():
-        paths = {}
-        for name, sigma in (("noisy", 0.25), ("clean", 0.02)):
-            table = make_synthetic_table(240, seed=7, noise_sigma=sigma)
-            paths[name] = root / f"{name}.parquet"
-            table.to_parquet(paths[name])
-        results = [
-            fit_and_log(paths[name], tracking_uri=uri, export_dir=models, config=SMALL, run_name=name)
-            for name in ("noisy", "clean", "noisy")
-        ]
-        yield {"uri": uri, "models": models, "results": results, "table": make_synthetic_table(30, seed=99)}
-    mp.undo()
+# --- the decision, on numbers ------------------------------------------------------------------
+
+NEW = Candidate(label="this run", headline_pct=12.0, dataset_sha256="a" * 64)
 
 
-def test_champion_alias_moves_only_on_improvement(runs):
-    first, second, third = runs["results"]
-    assert [r.registered_version for r in runs["results"]] == ["1", "2", "3"]
-    assert first.became_champion and first.champion_version == "1"
-    assert second.headline < first.headline
-    assert second.became_champion and second.champion_version == "2"
-    assert not third.became_champion and third.champion_version == "2"
-    assert third.previous_champion_metric == pytest.approx(second.headline)
-    from mlflow import MlflowClient
+def test_no_champion_means_the_first_model_is_champion():
+    decision = decide_champion(NEW, None, spread_pct=None)
+    assert decision.promote and decision.same_rows is None
 
-    alias = MlflowClient(tracking_uri=runs["uri"]).get_model_version_by_alias(
-        "perfmodel-throughput", "champion"
+
+def test_a_gain_within_the_seed_spread_does_not_promote_and_one_beyond_it_does():
+    old = Incumbent(label="champion version 3", headline_pct=12.33, dataset_sha256="a" * 64)
+    assert needs_spread(NEW, old)
+    noise = decide_champion(NEW, old, spread_pct=1.1)  # a 0.33-point gain against a 1.1-point spread
+    assert not noise.promote and noise.gain_pct == pytest.approx(0.33) and noise.spread_pct == 1.1
+    assert "within the seed-to-seed spread" in noise.reason
+    real = decide_champion(
+        NEW, Incumbent(label="v3", headline_pct=14.0, dataset_sha256="a" * 64), spread_pct=1.1
     )
-    assert str(alias.version) == "2"
-    meta = json.loads((runs["models"] / "metadata.json").read_text())
-    assert meta["version"] == "2" and meta["run_id"] == second.run_id  # the worse run did not overwrite it
+    assert real.promote and real.gain_pct == pytest.approx(2.0)
+    unmeasured = decide_champion(NEW, old, spread_pct=None)
+    assert not unmeasured.promote and "no seed spread" in unmeasured.reason
 
 
-def test_exported_model_predicts_like_the_registered_champion(runs):
-    import mlflow
-    import mlflow.pyfunc
+def test_different_rows_are_never_compared_unless_forced():
+    old = Incumbent(label="champion version 8", headline_pct=40.0, dataset_sha256="b" * 64)
+    assert not needs_spread(NEW, old)  # no spread is worth measuring: the numbers are not comparable
+    decision = decide_champion(NEW, old, spread_pct=0.1)
+    assert not decision.promote and decision.same_rows is False
+    assert "different rows" in decision.reason and "bbbbbbbb" in decision.reason
+    forced = decide_champion(NEW, old, spread_pct=None, force=True)
+    assert forced.promote and "--force-champion" in forced.reason
 
-    from perfmodel.analytic import estimate
-    from perfmodel.features import workload_from_row
 
+def test_a_worse_or_equal_model_is_not_promoted_and_needs_no_spread():
+    for theirs in (12.0, 11.0):
+        old = Incumbent(label="v1", headline_pct=theirs, dataset_sha256="a" * 64)
+        assert not needs_spread(NEW, old)
+        assert not decide_champion(NEW, old, spread_pct=5.0).promote
+
+
+# --- fit_and_log with an in-memory tracker ------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
     with synthetic_catalog():
-        table = runs["table"]
-        mlflow.set_tracking_uri(runs["uri"])
-        mlflow.set_registry_uri(runs["uri"])
-        registered = mlflow.pyfunc.load_model("models:/perfmodel-throughput@champion")
-        got = registered.predict(table.drop(columns=["step_time_s"]), params={"confidence": 0.9})
-        shipped = load_shipped_model(runs["models"])
-        items = []
-        for row in table.to_dict("records"):
-            w = workload_from_row(row)
-            items.append((w, estimate(w)))
-        corrections = shipped.correct(items, 0.9)
-    np.testing.assert_allclose(got["log_ratio"], [c.log_ratio for c in corrections], rtol=1e-10)
-    np.testing.assert_allclose(got["log_low"], [c.log_low for c in corrections], rtol=1e-10)
-    np.testing.assert_allclose(got["log_high"], [c.log_high for c in corrections], rtol=1e-10)
-    bound = np.array([est.t_bound_s for _, est in items])
-    np.testing.assert_allclose(
-        got["step_time_s"], bound * np.exp([c.log_ratio for c in corrections]), rtol=1e-10
-    )
+        for name, seed in (("main", 7), ("other", 8)):
+            make_synthetic_table(160, seed=seed, noise_sigma=0.05).to_parquet(root / f"{name}.parquet")
+        return {name: load_training_data(root / f"{name}.parquet") for name in ("main", "other")}
 
 
-def test_run_logs_config_hash_schema_metrics_and_artifacts(runs):
-    from mlflow import MlflowClient
+@pytest.fixture(scope="session")
+def first(data, tmp_path_factory, worker_id):
+    """One training into a fresh in-memory registry, exported into an empty folder: built once per
+    session (every xdist worker reads the same pickle). Tests copy the tracker before changing it."""
 
-    result = runs["results"][1]
-    client = MlflowClient(tracking_uri=runs["uri"])
-    run = client.get_run(result.run_id)
-    params, metrics = run.data.params, run.data.metrics
-    assert params["dataset_sha256"] == result.dataset_sha256 and len(result.dataset_sha256) == 64
-    assert params["schema_version"] == "1"
-    assert params["config.lgbm.n_estimators"] == "60"
-    assert sum(int(v) for k, v in params.items() if k.startswith("rows_by_source.")) == result.rows_total
-    for key in (
-        "loho_median_ape_pct",
-        "random_p90_ape_pct",
-        "coverage90_loho_pct",
-        "loho_const_median_ape_pct",
-        "loho_bound_median_ape_pct",
-        "train_seconds",
-    ):
-        assert key in metrics, key
-    assert metrics["loho_median_ape_pct"] == pytest.approx(result.headline)
-    names = {a.path for a in client.list_artifacts(result.run_id, "evaluation")}
-    for name in (
-        "predicted_vs_measured.png",
-        "residuals_by_hardware.png",
-        "coverage.png",
-        "feature_importance.png",
-        "evaluation.md",
-        "evaluation.csv",
-    ):
-        assert f"evaluation/{name}" in names, name
-    assert result.evaluation is not None and set(result.evaluation.summary["split"]) == {"random", "loho"}
+    def build(root: Path) -> dict:
+        tracker = MemoryTracker()
+        with synthetic_catalog():
+            result = fit_and_log(
+                data["main"],
+                tracker=tracker,
+                config=SMALL,
+                runs_dir=root / "runs",
+                export_dir=root / "models",
+            )
+        return {"tracker": tracker, "result": result, "root": root}
+
+    return build_once(tmp_path_factory, worker_id, "learn_train_first", build)
 
 
-def test_no_register_logs_the_run_but_leaves_registry_and_models_alone(runs, tmp_path):
-    with synthetic_catalog():
-        path = tmp_path / "t.parquet"
-        make_synthetic_table(120, seed=5).to_parquet(path)
-        result = fit_and_log(
-            path,
-            tracking_uri=runs["uri"],
-            register=False,
-            export_dir=tmp_path / "models",
-            config=EvalConfig(lgbm=SMALL.lgbm, splits=("loho",), inner_max_splits=2, final_max_splits=3, n_jobs=1),
-        )
-    assert result.registered_version is None and not result.became_champion
-    assert result.exported_to is None and load_shipped_model(tmp_path / "models") is None
-    assert result.run_id
+def _tree_digest(folder: Path) -> dict[str, tuple[str, int]]:
+    return {
+        str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
-def test_promote_moves_the_champion_without_an_improvement(runs, tmp_path):
-    with synthetic_catalog():
-        path = tmp_path / "noisy.parquet"
-        make_synthetic_table(240, seed=7, noise_sigma=0.25).to_parquet(path)
-        result = fit_and_log(
-            path, tracking_uri=runs["uri"], export_dir=tmp_path / "models", config=SMALL, promote=True
-        )
-    assert result.became_champion and not result.headline_improved
-    assert result.champion_version == result.registered_version
+def test_first_run_is_champion_saved_locally_logged_and_exported(first, data):
+    tracker, result, root = first["tracker"], first["result"], first["root"]
+    assert result.registered_version == "1" and result.became_champion and tracker.alias == "1"
+    assert result.run_name == f"lgbm-{data['main'].sha256[:8]}-{len(data['main'].y)}r"
+    local = Path(result.local_dir)
+    assert local.parent == root / "runs"
+    assert load_shipped_model(local / "model") is not None
+    assert json.loads((local / "result.json").read_text())["run_id"] == result.run_id
+    run = tracker.runs[result.run_id]
+    assert run.status == "FINISHED" and run.name == result.run_name
+    # plots and tables at the artifact root (the MLflow compare page matches them by path)
+    for name in ("predicted_vs_measured.png", "coverage.png", "evaluation.md", "evaluation.csv"):
+        assert name in run.artifacts, name
     assert (
-        json.loads((tmp_path / "models" / "metadata.json").read_text())["version"]
-        == result.registered_version
+        run.metrics["headline/loho_median_ape_pct"] == run.metrics["loho_median_ape_pct"] == result.headline
     )
+    assert run.tags["headline.loho_median_ape_pct"] == f"{result.headline:.1f}"
+    assert "leave-one-hardware-out median APE" in run.tags["mlflow.note.content"]
+    (dataset,) = run.datasets
+    assert dataset.digest == data["main"].sha256 and len(dataset.frame) == len(data["main"].table)
+    assert sum(int(v) for k, v in dataset.tags.items() if k.startswith("rows_by_source.")) == len(
+        data["main"].table
+    )
+    # the run is dated from the start of training: its duration covers the fit
+    assert (run.end_time_ms - run.start_time_ms) / 1000 >= result.train_seconds
+    exported, _ = read_model_dir(root / "models")
+    assert exported["version"] == "1" and exported["run_id"] == result.run_id
+
+
+def test_training_without_export_leaves_the_model_folder_untouched(data, tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    shutil.copytree(ROOT / "models", models)
+    monkeypatch.setenv("PERFMODEL_MODEL_DIR", str(models))
+    monkeypatch.setenv("PERFMODEL_ROOT", str(tmp_path))  # runs/ goes here too
+    before = _tree_digest(models)
+    with synthetic_catalog():
+        result = fit_and_log(data["main"], tracker=MemoryTracker(), config=SMALL)
+    assert result.became_champion and result.exported_to is None
+    assert _tree_digest(models) == before
+    assert Path(result.local_dir).parent == tmp_path / "runs"
+
+
+def test_a_noise_level_gain_does_not_move_the_alias(data, first, tmp_path):
+    """The champion is the first run's model on the same rows, recorded a hair worse than this
+    run will score: the gain is smaller than the measured seed spread, so the alias stays, and
+    the spread used is recorded."""
+    tracker, previous = MemoryTracker(), first["result"]
+    with tracker.run("earlier"):
+        version = tracker.log_model(Path(previous.local_dir) / "model", register=True)
+    tracker.set_version_tags(
+        version, {"loho_median_ape_pct": previous.headline + 0.001, "dataset_sha256": data["main"].sha256}
+    )
+    tracker.set_champion(version)
+    with synthetic_catalog():
+        result = fit_and_log(data["main"], tracker=tracker, config=SMALL, runs_dir=tmp_path, spread_seeds=2)
+    assert result.headline == pytest.approx(previous.headline)  # same rows, same seeds: same model
+    assert result.registered_version == "2" and not result.became_champion and tracker.alias == "1"
+    spread = result.seed_spread
+    assert (
+        spread is not None
+        and spread["seeds"] == 2
+        and spread["values_pct"][0] == pytest.approx(result.headline)
+    )
+    assert spread["range_pct"] > 0.001 and result.decision["spread_pct"] == pytest.approx(spread["range_pct"])
+    assert "within the seed-to-seed spread" in result.decision["reason"]
+    assert tracker.versions["2"].tags["seed_spread_range_pct"] == str(spread["range_pct"])
+    assert Path(result.local_dir, "model", "metadata.json").read_text().count('"range_pct"') == 1
+
+
+@pytest.mark.slow
+def test_a_champion_on_other_rows_stays_unless_forced_and_export_follows_the_same_rule(data, first, tmp_path):
+    tracker, models = copy.deepcopy(first["tracker"]), tmp_path / "models"
+    shutil.copytree(first["root"] / "models", models)
+    before = _tree_digest(models)
+    with synthetic_catalog():
+        other = fit_and_log(
+            data["other"], tracker=tracker, config=SMALL, runs_dir=tmp_path, export_dir=models
+        )
+        assert not other.became_champion and other.decision["same_rows"] is False
+        assert other.seed_spread is None  # not comparable: no spread was worth measuring
+        assert other.exported_to is None and _tree_digest(models) == before
+        forced = fit_and_log(
+            data["other"],
+            tracker=tracker,
+            config=SMALL,
+            runs_dir=tmp_path,
+            export_dir=models,
+            force_champion=True,
+        )
+    assert forced.became_champion and tracker.alias == forced.registered_version
+    assert forced.exported_to == str(models)
+    assert read_model_dir(models)[0]["dataset_sha256"] == data["other"].sha256
+
+
+def test_a_tracking_failure_after_the_fit_keeps_the_work(data, tmp_path):
+    tracker = MemoryTracker(fail_on=("log_model",))
+    with synthetic_catalog(), pytest.raises(TrackingError, match="nothing is lost") as err:
+        fit_and_log(data["main"], tracker=tracker, config=SMALL, runs_dir=tmp_path)
+    (local,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert str(local) in str(err.value)
+    assert load_shipped_model(local / "model") is not None
+    assert (local / "evaluation.md").is_file() and (local / "predicted_vs_measured.png").is_file()
+    assert [r.status for r in tracker.runs.values()] == ["FAILED"]
+
+
+def test_no_register_logs_but_neither_registers_nor_exports(data, tmp_path):
+    tracker = MemoryTracker()
+    with synthetic_catalog():
+        result = fit_and_log(
+            data["main"],
+            tracker=tracker,
+            config=SMALL,
+            runs_dir=tmp_path,
+            register=False,
+            export_dir=tmp_path / "m",
+        )
+    assert result.registered_version is None and result.decision is None and tracker.alias is None
+    assert result.exported_to is None and not (tmp_path / "m").exists()
+    assert result.run_id in tracker.runs
+
+
+# --- one integration run against a real MLflow store -----------------------------------------
+
+
+@pytest.mark.slow
+def test_real_mlflow_run_is_comparable_and_its_model_predicts_like_the_export(data, tmp_path):
+    from perfmodel.learn.pyfunc import predict_rows
+    from perfmodel.tracking import MlflowTracker, import_mlflow
+
+    mlflow = import_mlflow()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with synthetic_catalog():
+        result = fit_and_log(
+            data["main"],
+            tracker=MlflowTracker(uri),
+            config=SMALL,
+            runs_dir=tmp_path / "runs",
+            export_dir=tmp_path / "m",
+        )
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name("perfmodel")
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+        run = client.get_run(result.run_id)
+        assert run.info.run_name == result.run_name
+        assert (run.info.end_time - run.info.start_time) / 1000 >= result.train_seconds
+        assert run.data.tags["mlflow.note.content"].startswith("LightGBM x roofline")
+        assert run.data.tags["headline.loho_median_ape_pct"] == f"{result.headline:.1f}"
+        assert run.data.metrics["headline/loho_median_ape_pct"] == pytest.approx(result.headline)
+        assert run.data.params["dataset_sha256"] == data["main"].sha256
+        (dataset,) = run.inputs.dataset_inputs
+        assert dataset.dataset.digest == data["main"].sha256[:36] and dataset.dataset.name.startswith(
+            "features-"
+        )
+        assert {a.path for a in client.list_artifacts(result.run_id)} >= {"evaluation.md", "coverage.png"}
+        alias = client.get_model_version_by_alias("perfmodel-throughput", "champion")
+        assert str(alias.version) == result.registered_version == "1"
+
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_registry_uri(uri)
+        registered = mlflow.pyfunc.load_model("models:/perfmodel-throughput@champion")
+        assert registered.metadata.get_input_schema() is not None
+        table = make_synthetic_table(20, seed=99)
+        got = registered.predict(table.drop(columns=["step_time_s"]), params={"confidence": 0.8})
+        expected = predict_rows(load_shipped_model(tmp_path / "m"), table, 0.8)
+    assert os.listdir(tmp_path / "m") and len(got) == 20
+    for column in ("log_ratio", "log_low", "log_high", "step_time_s"):
+        np.testing.assert_allclose(got[column], expected[column], rtol=1e-12)
+    assert list(got["warnings"]) == list(expected["warnings"])

@@ -1,7 +1,9 @@
-"""`perfmodel train` and `perfmodel evaluate`: thin over `perfmodel.learn`."""
+"""`perfmodel train` and `perfmodel evaluate`: thin over `perfmodel.learn`, rendered by
+`perfmodel.cli.render_eval`."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -22,6 +24,18 @@ FeaturesOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def _nan_to_none(value: Any) -> Any:
+    """Tables hold NaN where a metric does not apply (baselines have no coverage); strict JSON
+    says null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_to_none(v) for v in value]
+    return value
+
+
 def _progress() -> Any:
     console = _common.stderr_console()
     return lambda msg: console.print(f"[dim]{msg}[/dim]", highlight=False)
@@ -32,59 +46,86 @@ def train_command(
     json_out: JsonOption = False,
     no_register: Annotated[
         bool,
-        typer.Option("--no-register", help="Log the run but do not register, promote or export the model."),
+        typer.Option("--no-register", help="Log the run but do not register it or move the champion alias."),
     ] = False,
-    promote: Annotated[
+    force_champion: Annotated[
         bool,
         typer.Option(
-            "--promote",
-            help="Make this run the champion even if it does not beat the current one "
-            "(e.g. after the dataset changed and the metrics are not comparable).",
+            "--force-champion",
+            help="Make this run the champion (and, with --export, replace models/) without the "
+            "same-rows and beyond-the-seed-spread checks.",
+        ),
+    ] = False,
+    export: Annotated[
+        bool,
+        typer.Option(
+            "--export",
+            help="Write the champion into models/ (what `perfmodel predict` ships) when it beats the "
+            "model there; without it models/ is never touched.",
         ),
     ] = False,
     export_dir: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--export-dir", help="Where the champion is exported (default: models/)."),
+        typer.Option("--export-dir", help="Export into this folder instead of models/ (implies --export)."),
     ] = None,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds",
+            min=0,
+            help="Seeds of the spread measured when the run beats the champion on the same rows "
+            "(the gain must exceed it); 0 or 1: never measure, so never beat a champion.",
+        ),
+    ] = 3,
 ) -> None:
-    """Fit the learned model, evaluate it, log to MLflow, register it and export the champion."""
-    from perfmodel.learn.shipped import DEFAULT_MODEL_DIR
-    from perfmodel.learn.train import fit_and_log
+    """Fit the learned model, evaluate it, save it under runs/, log it to MLflow and register it.
 
+    The tracking store is MLFLOW_TRACKING_URI (default: mlflow.db in the project root); it is
+    checked before fitting. The alias `champion` moves only when this run beats the champion on
+    the same rows by more than the seed-to-seed spread (or with --force-champion). models/ is
+    written only with --export. MLflow's usage telemetry is off unless MLFLOW_DISABLE_TELEMETRY=false.
+    """
+    from perfmodel.learn.data import load_training_data
+    from perfmodel.learn.train import fit_and_log
+    from perfmodel.paths import model_dir
+    from perfmodel.tracking import MlflowTracker
+
+    tracker = MlflowTracker()
+    tracker.check()
+    data = load_training_data(features)
+    destination = export_dir or (model_dir() if export else None)
     result = fit_and_log(
-        features,
+        data,
+        tracker=tracker,
         register=not no_register,
-        export_dir=export_dir or DEFAULT_MODEL_DIR,
+        export_dir=destination,
+        force_champion=force_champion,
+        spread_seeds=seeds,
         progress=_progress(),
-        promote=promote,
     )
     if json_out:
-        _common.print_json(result.to_dict())
+        _common.print_json(_nan_to_none(result.to_dict()))
         return
+    from perfmodel.cli.render_eval import summary_table
+
     console = _common.stdout_console()
     if result.evaluation is not None:
-        console.print(
-            _summary_table(result.evaluation, f"{result.rows_trained} rows trained of {result.rows_total}")
-        )
+        title = f"{result.rows_trained} rows trained of {result.rows_total}"
+        console.print(summary_table(result.evaluation.summary, title))
     lines = [
-        f"train time {result.train_seconds:.1f} s; MLflow run {result.run_id} at {result.tracking_uri}",
+        f"train time {result.train_seconds:.1f} s; saved in {result.local_dir}",
+        f"MLflow run {result.run_name} ({result.run_id}) at {result.tracking_uri}",
     ]
-    if no_register and promote:
-        lines.append("--promote ignored: nothing was registered (--no-register)")
     if result.registered_version is None:
         lines.append("model not registered (--no-register)")
     else:
-        verdict = (
-            ("is the new champion" if result.headline_improved else "promoted to champion (--promote)")
-            if result.became_champion
-            else f"did not beat champion version {result.champion_version} ({_num(result.previous_champion_metric)}%)"
-        )
+        verdict = "is the new champion" if result.became_champion else "is not the champion"
+        reason = (result.decision or {}).get("reason", "")
         lines.append(
-            f"registered perfmodel-throughput version {result.registered_version}: "
-            f"{result.headline_metric} = {_num(result.headline)}% {verdict}"
+            f"registered {tracker.model_name} version {result.registered_version}: "
+            f"{result.headline_metric} = {_num(result.headline)}%; {verdict} ({reason})"
         )
-    if result.exported_to:
-        lines.append(f"exported champion version {result.champion_version} to {result.exported_to}")
+    lines.append(result.export_note)
     for line in lines:
         console.print(line, highlight=False)
 
@@ -122,7 +163,9 @@ def evaluate_command(
 ) -> None:
     """Print the evaluation table (all splits, model vs baselines, interval coverage), the
     errors on one held-out group with --holdout, or the seed-to-seed spread with --seeds."""
-    from perfmodel.learn.evaluate import TARGETS, evaluate_features
+    from perfmodel.cli.render_eval import breakdown_table, summary_table
+    from perfmodel.learn.evaluate import evaluate_features
+    from perfmodel.learn.metrics import TARGETS
 
     if seeds is not None:
         if holdout:
@@ -133,21 +176,23 @@ def evaluate_command(
     evaluation = evaluate_features(features, holdout=group, progress=_progress())
     if json_out:
         _common.print_json(
-            {
-                "holdout": None if group is None else {"key": group[0], "value": group[1]},
-                "summary": evaluation.summary.to_dict("records"),
-                "breakdown": evaluation.breakdown.to_dict("records"),
-                "metrics": evaluation.metrics(),
-                "skipped_splits": evaluation.skipped,
-                "targets": TARGETS if group is None else {},
-            }
+            _nan_to_none(
+                {
+                    "holdout": None if group is None else {"key": group[0], "value": group[1]},
+                    "summary": evaluation.summary.to_dict("records"),
+                    "breakdown": evaluation.breakdown.to_dict("records"),
+                    "metrics": evaluation.metrics(),
+                    "skipped_splits": evaluation.skipped,
+                    "targets": TARGETS if group is None else {},
+                }
+            )
         )
         return
     console = _common.stdout_console()
     title = "evaluation" if group is None else f"held out {group[0]}={group[1]}"
-    console.print(_summary_table(evaluation, title))
+    console.print(summary_table(evaluation.summary, title))
     if group is not None:
-        console.print(_breakdown_table(evaluation))
+        console.print(breakdown_table(evaluation.breakdown))
         widened = int(evaluation.predictions["widened"].sum())
         console.print(
             f"{widened} of {len(evaluation.predictions)} rows were out of the training domain (interval widened)",
@@ -160,58 +205,16 @@ def evaluate_command(
 
 
 def _seed_spread(features: Any, seeds: int, json_out: bool) -> None:
-    from rich.table import Table
-
+    from perfmodel.cli.render_eval import spread_table
     from perfmodel.learn.data import load_training_data
-    from perfmodel.learn.evaluate import SPLITS, fmt_cell, seed_spread, spread_summary
+    from perfmodel.learn.spread import seed_spread, spread_summary
 
     data = load_training_data(features)
     runs = seed_spread(data.X, data.y, data.kept, seeds=seeds, progress=_progress())
     summary = spread_summary(runs)
     if json_out:
-        _common.print_json({"runs": runs.to_dict("records"), "spread": summary.to_dict("records")})
-        return
-    table = Table(title=f"model metrics over {seeds} seeds")
-    for col in ("split", "metric", "mean", "std", "min", "max"):
-        table.add_column(col, justify="left" if col in ("split", "metric") else "right")
-    for rec in summary.to_dict("records"):
-        table.add_row(SPLITS[rec["split"]], rec["metric"], *(fmt_cell(rec[k]) for k in ("mean", "std", "min", "max")))
-    _common.stdout_console().print(table)
-
-
-def _summary_table(evaluation: Any, title: str) -> Any:
-    from rich.table import Table
-
-    from perfmodel.learn.evaluate import SPLITS, SUMMARY_COLUMNS, fmt_cell
-
-    table = Table(title=title)
-    for key, label in SUMMARY_COLUMNS:
-        table.add_column(label, justify="left" if key in ("split", "method") else "right")
-    for rec in evaluation.summary.to_dict("records"):
-        cells = [
-            SPLITS.get(rec["split"], rec["split"]) if k == "split" else fmt_cell(rec[k])
-            for k, _ in SUMMARY_COLUMNS
-        ]
-        table.add_row(*cells, style="bold" if rec["method"] == "model" else None)
-    return table
-
-
-def _breakdown_table(evaluation: Any) -> Any:
-    from rich.table import Table
-
-    from perfmodel.learn.evaluate import fmt_cell
-
-    table = Table(title="by hardware and source")
-    for col in ("by", "value", "rows", "model APE %", "const APE %", "bound APE %", "cov90 %"):
-        table.add_column(col, justify="left" if col in ("by", "value") else "right")
-    for rec in evaluation.breakdown.to_dict("records"):
-        table.add_row(
-            rec["by"],
-            rec["key"],
-            str(rec["n_rows"]),
-            fmt_cell(rec["model_median_ape_pct"]),
-            fmt_cell(rec["const_median_ape_pct"]),
-            fmt_cell(rec["bound_median_ape_pct"]),
-            fmt_cell(rec["coverage90_pct"]),
+        _common.print_json(
+            _nan_to_none({"runs": runs.to_dict("records"), "spread": summary.to_dict("records")})
         )
-    return table
+        return
+    _common.stdout_console().print(spread_table(summary, seeds))

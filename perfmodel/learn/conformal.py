@@ -2,24 +2,44 @@
 
 MAPIE expresses grouped calibration directly: `CrossConformalRegressor.fit_conformalize` takes
 `groups` and any scikit-learn splitter (`LeaveOneGroupOut`, `GroupKFold`), so the conformity
-scores are out-of-fold absolute residuals of models that never saw the held-out hardware. We use
-method="base": the point prediction comes from the model fitted on all rows, and the interval is
-that prediction +/- the conformal quantile of the grouped out-of-fold residuals. Because the
-interval is then a single number per confidence level, the shipped model stores the sorted
-residuals and recomputes MAPIE's quantile (`shipped.conformal_quantile`) without importing MAPIE
-(a test checks the two agree).
+scores are out-of-fold absolute residuals of models that never saw the held-out group. We use
+method="base": the point prediction comes from a model fitted on all rows (fitted by
+`perfmodel.learn.fit`, not read out of MAPIE), and the interval is that prediction +/- the
+conformal quantile of the grouped out-of-fold residuals. Because the interval is then a single
+number per confidence level, the shipped model stores the sorted residuals and recomputes
+MAPIE's quantile with `conformal_quantile` without importing MAPIE (a test checks the two agree).
+
+Importing this module is cheap (the shipped model uses `conformal_quantile`); MAPIE,
+scikit-learn and LightGBM are imported inside `calibrate_grouped` only.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor
-from perfmodel.learn.shipped import conformal_quantile
+if TYPE_CHECKING:
+    from perfmodel.learn.regressor import LGBMConfig
 
 CALIBRATION_LEVELS: tuple[float, ...] = (0.8, 0.9, 0.95)
 """Confidence levels reported and stored explicitly (any level in (0, 1) can be computed)."""
+
+
+def conformal_quantile(sorted_scores: Sequence[float], confidence: float) -> float:
+    """The split-conformal quantile: the ceil(confidence * (n + 1))-th smallest score, as MAPIE
+    computes it (numpy 'lower' quantile at ceil(c(n+1))/n). `sorted_scores` must be ascending.
+    Returns +inf when n is too small to reach the level."""
+    n = len(sorted_scores)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+    if n == 0:
+        return math.inf
+    k = math.ceil(confidence * (n + 1))
+    if k > n:
+        return math.inf
+    return float(sorted_scores[max(k, 1) - 1])
 
 
 def grouped_splitter(groups: Any, max_splits: int) -> tuple[Any, str]:
@@ -37,31 +57,32 @@ def grouped_splitter(groups: Any, max_splits: int) -> tuple[Any, str]:
     return KFold(n_splits=5, shuffle=True, random_state=0), "KFold(5): only one group, not grouped"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupedCalibration:
-    """A model fitted on all rows plus the grouped out-of-fold conformity scores."""
+    """Grouped out-of-fold conformity scores of one calibration."""
 
-    estimator: LGBMRatioRegressor
-    """Regressor fitted on every row (the point predictor)."""
     scores: Any
-    """Sorted absolute out-of-fold residuals |y - y_oof| (numpy array)."""
+    """Sorted absolute out-of-fold residuals |y - y_oof| of log(step time / bound) (numpy array)."""
     splitter: str
     """How the calibration folds were formed."""
     mapie: Any
     """The fitted MAPIE CrossConformalRegressor (for cross-checking the shipped quantiles)."""
 
     def quantile(self, confidence: float) -> float:
+        """Conformal half-width (log) at `confidence`; +inf when there are too few scores."""
         return conformal_quantile(self.scores, confidence)
 
 
 def calibrate_grouped(
     X: Any, y: Any, groups: Any, *, config: LGBMConfig, max_splits: int = 12
 ) -> GroupedCalibration:
-    """Fit on all rows and compute grouped out-of-fold conformity scores with MAPIE."""
+    """Grouped out-of-fold conformity scores of the LightGBM regressor, computed by MAPIE."""
     import warnings
 
     import numpy as np
     from mapie.regression import CrossConformalRegressor
+
+    from perfmodel.learn.regressor import LGBMRatioRegressor
 
     splitter, description = grouped_splitter(groups, max_splits)
     mapie = CrossConformalRegressor(
@@ -78,5 +99,4 @@ def calibrate_grouped(
         mapie.fit_conformalize(X, np.asarray(y, dtype=float), groups=np.asarray(groups))
     scores = np.sort(np.asarray(mapie.conformity_scores, dtype=float))
     scores = scores[np.isfinite(scores)]
-    estimator = mapie._mapie_regressor.estimator_.single_estimator_
-    return GroupedCalibration(estimator=estimator, scores=scores, splitter=description, mapie=mapie)
+    return GroupedCalibration(scores=scores, splitter=description, mapie=mapie)

@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import DataError
-from perfmodel.learn.shipped import REPO_ROOT
 
-DEFAULT_FEATURES = REPO_ROOT / "datasets" / "features.parquet"
 MIN_TRAINING_ROWS = 20
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class TrainingData:
     """The feature table turned into model inputs."""
 
@@ -57,12 +55,13 @@ def dataset_hash(path: Path, file_hash: str) -> str:
 
 
 def load_training_data(features_path: str | Path | None = None) -> TrainingData:
-    """Read the feature table and build (X, y)."""
+    """Read the feature table (default: `perfmodel.paths.features_path()`) and build (X, y)."""
     import pandas as pd
 
     from perfmodel.features import rows_to_training_data
+    from perfmodel.paths import features_path as default_features_path
 
-    path = Path(features_path) if features_path is not None else DEFAULT_FEATURES
+    path = Path(features_path) if features_path is not None else default_features_path()
     if not path.is_file():
         raise DataError(
             f"no feature table at {path}; build it with `perfmodel dataset build` (make dataset) or pass --features PATH"

@@ -6,16 +6,14 @@ is exactly what is shipped."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from perfmodel.learn.conformal import CALIBRATION_LEVELS, GroupedCalibration, calibrate_grouped
+from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
+from perfmodel.learn.model_files import METADATA_FORMAT
 from perfmodel.learn.regressor import LGBMConfig
-from perfmodel.learn.shipped import (
-    CATEGORY_CHECKED_FEATURES,
-    METADATA_FORMAT,
-    OOD_WIDENING,
-    LearnedModel,
-)
+from perfmodel.learn.shipped import LearnedModel
 
 GROUP_COLUMN = "gpu"
 """Feature-table column whose values define the calibration groups (held-out hardware)."""
@@ -37,6 +35,19 @@ def hardware_of(gpus: Any) -> tuple[list[str], list[str]]:
         vendors.append(cache[name][0])
         generations.append(cache[name][1])
     return vendors, generations
+
+
+def queries_for_rows(X: Any, gpus: Any, families: Any) -> list[Query]:
+    """One interval-policy query per row of the feature frame `X`, which ran on `gpus` (catalog
+    keys) for models of `families`."""
+    gpus = [str(g) for g in gpus]
+    vendors, generations = hardware_of(gpus)
+    return [
+        Query(features=row, gpu=gpu, vendor=vendor, generation=generation, model_family=str(family))
+        for row, gpu, vendor, generation, family in zip(
+            X.to_dict("records"), gpus, vendors, generations, families, strict=True
+        )
+    ]
 
 
 def training_domain(X: Any, kept: Any) -> dict[str, Any]:
@@ -76,10 +87,12 @@ def build_metadata(
     X: Any,
     y: Any,
     kept: Any,
+    num_trees: int | None,
     calibration: GroupedCalibration,
     config: LGBMConfig,
     family_calibration: GroupedCalibration | None = None,
 ) -> dict[str, Any]:
+    """Everything `LearnedModel` and `model_files` need beside the trees (format stamped on save)."""
     from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES
 
     return {
@@ -91,7 +104,7 @@ def build_metadata(
         "feature_names": list(FEATURE_NAMES),
         "categorical_features": list(CATEGORICAL_FEATURES),
         "categorical_levels": {k: list(v) for k, v in CATEGORY_LEVELS.items()},
-        "num_trees": int(calibration.estimator.booster_.num_trees()),
+        "num_trees": num_trees,
         "hyperparameters": config.to_params(),
         "conformal": {
             "method": "MAPIE CrossConformalRegressor(method='base', conformity_score='absolute')",
@@ -113,6 +126,19 @@ def build_metadata(
     }
 
 
+def _calibrations(
+    X: Any, y: Any, kept: Any, *, config: LGBMConfig, max_splits: int, family_calibration: bool
+) -> tuple[GroupedCalibration, GroupedCalibration | None]:
+    import numpy as np
+
+    groups = np.asarray([str(g) for g in kept[GROUP_COLUMN]])
+    calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits)
+    families = np.asarray([str(f) for f in kept[FAMILY_COLUMN]])
+    if not family_calibration or len(np.unique(families)) < 2:
+        return calibration, None
+    return calibration, calibrate_grouped(X, y, families, config=config, max_splits=max_splits)
+
+
 def fit_learned_model(
     X: Any,
     y: Any,
@@ -124,14 +150,35 @@ def fit_learned_model(
 ) -> tuple[LearnedModel, GroupedCalibration]:
     """Fit the point predictor on every row and calibrate it on grouped out-of-fold residuals:
     holding out accelerators, and (when `family_calibration` and there are >= 2 families)
-    holding out model families."""
-    import numpy as np
+    holding out model families. Returns the model and the hardware calibration."""
+    from perfmodel.learn.regressor import LGBMRatioRegressor
 
-    groups = np.asarray([str(g) for g in kept[GROUP_COLUMN]])
-    calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits)
-    family_cal = None
-    families = np.asarray([str(f) for f in kept[FAMILY_COLUMN]])
-    if family_calibration and len(np.unique(families)) >= 2:
-        family_cal = calibrate_grouped(X, y, families, config=config, max_splits=max_splits)
-    metadata = build_metadata(X, y, kept, calibration, config, family_cal)
-    return LearnedModel(calibration.estimator.booster_, metadata), calibration
+    booster = LGBMRatioRegressor(config).fit(X, y).booster_
+    calibration, family_cal = _calibrations(
+        X, y, kept, config=config, max_splits=max_splits, family_calibration=family_calibration
+    )
+    metadata = build_metadata(X, y, kept, int(booster.num_trees()), calibration, config, family_cal)
+    return LearnedModel(booster, metadata), calibration
+
+
+def fit_fold_model(
+    X: Any,
+    y: Any,
+    kept: Any,
+    *,
+    config: LGBMConfig,
+    max_splits: int,
+    family_calibration: bool,
+) -> tuple[IntervalPolicy, Callable[[Any], Any]]:
+    """What evaluating a model fitted on (X, y) needs, at one fit less than `fit_learned_model`:
+    its interval policy, and point predictions from the regressor MAPIE fitted on all of (X, y)
+    during calibration (the same fit as `fit_learned_model`'s, a test checks them equal)."""
+    calibration, family_cal = _calibrations(
+        X, y, kept, config=config, max_splits=max_splits, family_calibration=family_calibration
+    )
+    policy = IntervalPolicy.from_metadata(build_metadata(X, y, kept, None, calibration, config, family_cal))
+
+    def predict(X_new: Any) -> Any:
+        return calibration.mapie.predict(X_new, aggregate_point_predictions=None)
+
+    return policy, predict

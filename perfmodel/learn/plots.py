@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.learn.conformal import CALIBRATION_LEVELS
-from perfmodel.learn.evaluate import HEADLINE_SPLIT, SPLITS
+from perfmodel.learn.metrics import HEADLINE_SPLIT, SPLITS
 
 
 def _plt() -> Any:

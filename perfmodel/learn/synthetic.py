@@ -7,7 +7,8 @@ model can learn it and transfer it to an unseen accelerator), optionally times a
 random factor (which no model can know: it is what grouped calibration must absorb).
 
 The synthetic accelerators (`SYNTHETIC_GPUS`) are fictional catalog entries; `synthetic_catalog()`
-makes them resolvable by name for the duration of a `with` block (tests only).
+makes them resolvable by name for the duration of a `with` block, through the catalog's public
+`use_extra_gpus` (tests only).
 """
 
 from __future__ import annotations
@@ -216,19 +217,19 @@ def make_synthetic_table(
     return conform(pd.DataFrame(rows))
 
 
+def synthetic_gpu_specs() -> list[Any]:
+    """`SYNTHETIC_GPUS` as GPUSpecs."""
+    from perfmodel.catalog import gpu_from_entry
+
+    return [gpu_from_entry(entry) for entry in SYNTHETIC_GPUS.values()]
+
+
 @contextlib.contextmanager
 def synthetic_catalog() -> Iterator[None]:
-    """Make `SYNTHETIC_GPUS` resolvable through `perfmodel.catalog.get_gpu` inside the block."""
-    from perfmodel import catalog
+    """Make `SYNTHETIC_GPUS` resolvable through `perfmodel.catalog.get_gpu` inside the block, in
+    this process only (`perfmodel.catalog.use_extra_gpus`): evaluation worker processes and
+    subprocesses do not see them, so code that fits folds on them runs with `n_jobs=1`."""
+    from perfmodel.catalog import use_extra_gpus
 
-    original_entries = catalog._gpu_entries
-    original_index = catalog._gpu_index
-    entries = {**original_entries(), **SYNTHETIC_GPUS}
-    index = {**original_index(), **{catalog._norm(k): k for k in SYNTHETIC_GPUS}}
-    catalog._gpu_entries = lambda: entries  # type: ignore[assignment]
-    catalog._gpu_index = lambda: index  # type: ignore[assignment]
-    try:
+    with use_extra_gpus(synthetic_gpu_specs()):
         yield
-    finally:
-        catalog._gpu_entries = original_entries  # type: ignore[assignment]
-        catalog._gpu_index = original_index  # type: ignore[assignment]

@@ -1,34 +1,57 @@
-"""`fit_and_log`: read the feature table, evaluate by the protocol, fit and calibrate the shipped
-model, log everything to MLflow, register the model, move the `champion` alias only when the
-headline metric improves, and export the champion into models/.
+"""`fit_and_log`: evaluate by the protocol, fit and calibrate the model, save it locally, then log
+it to a `Tracker`, register it, decide whether it becomes the champion, and (only when asked)
+export the champion into a model folder such as models/.
+
+Order, so that no failure costs a fit and nothing is replaced by accident:
+  1. evaluate and fit (the expensive part; nothing is logged yet);
+  2. save the model, plots and tables into the local run folder `<root>/runs/<run name>-<UTC time>/`
+     (git-ignored) - from here on the work survives a tracking failure;
+  3. read the current champion and, only when the new model is better on the same rows, measure
+     the seed-to-seed spread (`decide_champion` needs it);
+  4. log the run (dated from the start of step 1, so its duration is the training's), register
+     the model, and move the `champion` alias when `decide_champion` says so;
+  5. with `export_dir`, write the champion there - again only when it beats, by the same rule,
+     the model already in that folder (`perfmodel.learn.export`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import DataError
-from perfmodel.learn.data import TrainingData, load_training_data
-from perfmodel.learn.evaluate import HEADLINE_METRIC, TARGETS, EvalConfig, Evaluation, evaluate_all
-from perfmodel.learn.shipped import DEFAULT_MODEL_DIR, METADATA_FILE, load_shipped_model
+from perfmodel.learn.champion import Candidate, ChampionDecision, Incumbent, decide_champion, needs_spread
+from perfmodel.learn.data import TrainingData
+from perfmodel.learn.evaluate import EvalConfig, Evaluation, evaluate_all
+from perfmodel.learn.metrics import HEADLINE_METRIC, TARGETS
+from perfmodel.learn.spread import HeadlineSpread, headline_spread
+from perfmodel.tracking import ChampionInfo, Tracker, TrackingError
 
 Progress = Callable[[str], None]
+SPREAD_SEEDS = 3
+"""Seeds of the spread measured when a decision needs one (seed 0 is the run's own evaluation)."""
 
 
-@dataclass
+def local_runs_dir() -> Path:
+    """Where every training saves its model and evaluation before logging (perfmodel.paths.runs_dir)."""
+    from perfmodel.paths import runs_dir
+
+    return runs_dir()
+
+
+@dataclass(frozen=True, kw_only=True)
 class TrainResult:
-    """What one `perfmodel train` did."""
+    """What one training did."""
 
     run_id: str | None
-    tracking_uri: str | None
+    run_name: str
+    tracking_uri: str
+    local_dir: str
+    """The local run folder (model/, plots, tables, result.json)."""
     features_path: str
     dataset_sha256: str
     rows_total: int
@@ -36,15 +59,21 @@ class TrainResult:
     rows_skipped: dict[str, int]
     headline_metric: str
     headline: float | None
+    """Leave-one-hardware-out median APE, percent."""
     metrics: dict[str, float]
     registered_version: str | None
     champion_version: str | None
     became_champion: bool
+    decision: dict[str, Any] | None
+    """`ChampionDecision` as a dict (promote, reason, gain_pct, spread_pct, same_rows)."""
     previous_champion_metric: float | None
+    seed_spread: dict[str, Any] | None
+    """The spread measured for a decision (`HeadlineSpread.as_dict()`), if one was needed."""
     exported_to: str | None
+    export_note: str
+    """What happened to the export folder, in words."""
     train_seconds: float
-    headline_improved: bool = False
-    """The new version beat the champion's headline metric (or there was no champion)."""
+    """Evaluation and fit, seconds (the run's duration also covers saving and logging)."""
     evaluation: Evaluation | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,201 +85,249 @@ class TrainResult:
         return data
 
 
-def run_params(data: TrainingData, config: EvalConfig, splitter: str) -> dict[str, Any]:
-    """Everything that determines the run, as MLflow params."""
-    import perfmodel
-    from perfmodel.schema import SCHEMA_VERSION
-    from perfmodel.tracking import flatten
-
-    cfg = asdict(config)
-    params: dict[str, Any] = flatten("config", cfg)
-    params.update(
-        {
-            "features_path": str(data.path),
-            "dataset_sha256": data.sha256,
-            "dataset_file_sha256": data.file_sha256,
-            "schema_version": SCHEMA_VERSION,
-            "perfmodel_version": perfmodel.__version__,
-            "rows_total": len(data.table),
-            "rows_trained": len(data.y),
-            "rows_skipped": len(data.table) - len(data.y),
-            "gpus": ",".join(sorted({str(g) for g in data.kept["gpu"]})),
-            "model_families": ",".join(sorted({str(g) for g in data.kept["model_family"]})),
-            "conformal_splitter": splitter,
-            "target": "log(measured step time / roofline bound)",
-        }
-    )
-    for source, count in data.table["source"].astype(str).value_counts().sort_index().items():
-        params[f"rows_by_source.{source}"] = int(count)
-    for source, count in data.kept["source"].astype(str).value_counts().sort_index().items():
-        params[f"trained_rows_by_source.{source}"] = int(count)
-    for reason, count in data.skipped.items():
-        params[f"skipped.{reason[:80]}"] = count
-    return params
+@dataclass(frozen=True, kw_only=True)
+class _Fitted:
+    evaluation: Evaluation
+    model: Any
+    """The `LearnedModel` fitted on every row."""
+    splitter: str
+    """How its calibration folds were formed."""
+    metrics: dict[str, float]
+    train_seconds: float
 
 
-def write_artifacts(evaluation: Evaluation, booster: Any, out: Path) -> list[Path]:
-    """Plots and evaluation tables into `out`."""
-    from perfmodel.learn import plots
+class _SpreadMeter:
+    """Measures the headline's seed spread on the training data once, and only if asked."""
 
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [
-        plots.plot_predicted_vs_measured(evaluation.predictions, out / "predicted_vs_measured.png"),
-        plots.plot_residuals_by_hardware(evaluation.predictions, out / "residuals_by_hardware.png"),
-        plots.plot_coverage(evaluation.summary, out / "coverage.png"),
-        plots.plot_feature_importance(booster, out / "feature_importance.png"),
-    ]
-    md = out / "evaluation.md"
-    md.write_text("# Evaluation\n\n" + evaluation.to_markdown())
-    csv = out / "evaluation.csv"
-    evaluation.summary.to_csv(csv, index=False)
-    breakdown = out / "evaluation_breakdown.csv"
-    evaluation.breakdown.to_csv(breakdown, index=False)
-    oof = out / "oof_predictions.csv"
-    evaluation.predictions.to_csv(oof, index=False)
-    return [*paths, md, csv, breakdown, oof]
+    def __init__(
+        self, data: TrainingData, config: EvalConfig, seeds: int, seed0_pct: float | None, say: Progress
+    ):
+        self.data, self.config, self.seeds, self.seed0_pct, self.say = data, config, seeds, seed0_pct, say
+        self.measured: HeadlineSpread | None = None
 
+    @property
+    def available(self) -> bool:
+        return self.seeds >= 2
 
-def export_model_dir(source_dir: Path, dest: Path, stamp: dict[str, Any]) -> Path:
-    """Copy throughput.lgb.txt + metadata.json from `source_dir` into `dest`, updating the
-    metadata with `stamp` (registered version). Writes to a temp dir first, then replaces."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        tmp_path = Path(tmp)
-        for name in ("throughput.lgb.txt", METADATA_FILE):
-            shutil.copy2(source_dir / name, tmp_path / name)
-        meta = json.loads((tmp_path / METADATA_FILE).read_text())
-        meta.update(stamp)
-        (tmp_path / METADATA_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-        for name in ("throughput.lgb.txt", METADATA_FILE):
-            (tmp_path / name).replace(dest / name)
-    return dest
+    def range_pct(self) -> float:
+        if self.measured is None:
+            self.say(f"measuring the seed-to-seed spread ({self.seeds} seeds) to judge the gain")
+            d = self.data
+            self.measured = headline_spread(
+                d.X,
+                d.y,
+                d.kept,
+                seeds=self.seeds,
+                config=self.config,
+                seed0_pct=self.seed0_pct,
+                progress=self.say,
+            )
+        return self.measured.range_pct
 
 
-def export_champion(tracker: Any, dest: Path, version: str) -> Path:
-    """Download registered `version` and export it into `dest`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        model_dir = tracker.download_model(version, Path(tmp))
-        return export_model_dir(
-            model_dir, dest, {"version": str(version), "registered_model": tracker.model_name}
-        )
-
-
-def _no_model_in(path: Path) -> bool:
-    try:
-        return load_shipped_model(path) is None
-    except DataError:  # an unreadable or older-format export: replace it
-        return True
-
-
-def fit_and_log(
-    features_path: str | Path | None = None,
-    *,
-    tracking_uri: str | None = None,
-    register: bool = True,
-    export_dir: str | Path | None = DEFAULT_MODEL_DIR,
-    config: EvalConfig | None = None,
-    progress: Progress | None = None,
-    run_name: str | None = None,
-    promote: bool = False,
-) -> TrainResult:
-    """Train, evaluate, calibrate, log to MLflow, register, and export the champion.
-
-    The `champion` alias moves to the new version only when its headline metric (leave-one-
-    hardware-out median APE) beats the champion's, or when `promote` is set (e.g. after the
-    dataset changed, when the two numbers are not comparable)."""
+def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     from perfmodel.learn.fit import fit_learned_model
+    from perfmodel.learn.run_record import rows_by_source
     from perfmodel.schema import SCHEMA_VERSION
-    from perfmodel.tracking import MlflowTracker
 
-    say = progress or (lambda _msg: None)
-    config = config or EvalConfig()
     t0 = time.perf_counter()
-    say("reading the feature table")
-    data = load_training_data(features_path)
-    say(f"{len(data.y)} trainable rows of {len(data.table)} ({data.kept['gpu'].nunique()} GPUs)")
     evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say)
-    say("fitting and calibrating the shipped model")
+    say("fitting and calibrating the model on every row")
     model, calibration = fit_learned_model(
         data.X, data.y, data.kept, config=config.lgbm, max_splits=config.final_max_splits
     )
-    train_seconds = time.perf_counter() - t0
-    metrics = evaluation.metrics()
-    metrics["train_seconds"] = train_seconds
-    metrics["rows_trained"] = float(len(data.y))
+    seconds = time.perf_counter() - t0
+    metrics = {**evaluation.metrics(), "train_seconds": seconds, "rows_trained": float(len(data.y))}
     metrics["num_trees"] = float(model.booster.num_trees())
     for c, q in model.metadata["conformal"]["quantiles_log"].items():
         if q is not None:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
-    headline = metrics.get(HEADLINE_METRIC)
+    model.metadata.update(
+        {
+            "dataset_sha256": data.sha256,
+            "schema_version": SCHEMA_VERSION,
+            "trained_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "rows_by_source": rows_by_source(data.kept),
+            "evaluation": {k: round(v, 4) for k, v in metrics.items()},
+            "headline_metric": HEADLINE_METRIC,
+        }
+    )
+    return _Fitted(
+        evaluation=evaluation,
+        model=model,
+        splitter=calibration.splitter,
+        metrics=metrics,
+        train_seconds=seconds,
+    )
 
-    tracker = MlflowTracker(tracking_uri)
-    say(f"logging to MLflow at {tracker.uri}")
-    version: str | None = None
-    champion_version: str | None = None
-    became = False
-    improved = False
-    previous: float | None = None
-    exported: str | None = None
-    name = run_name or f"train-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
-    with tracker.run(name) as run_id, tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
-        model.metadata.update(
-            {
-                "version": f"run-{run_id[:8]}",
-                "run_id": run_id,
-                "dataset_sha256": data.sha256,
-                "schema_version": SCHEMA_VERSION,
-                "trained_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "rows_by_source": {
-                    str(k): int(v) for k, v in data.kept["source"].astype(str).value_counts().items()
-                },
-                "evaluation": {k: round(v, 4) for k, v in metrics.items()},
-                "headline_metric": HEADLINE_METRIC,
-            }
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def _decide(
+    tracker: Tracker, candidate: Candidate, *, force: bool, meter: _SpreadMeter
+) -> tuple[ChampionInfo | None, ChampionDecision]:
+    champion = tracker.champion(HEADLINE_METRIC)
+    incumbent = None
+    if champion is not None:
+        incumbent = Incumbent(
+            label=f"champion version {champion.version}",
+            headline_pct=champion.metric,
+            dataset_sha256=champion.dataset_sha256,
         )
-        tracker.log_params(run_params(data, config, calibration.splitter))
-        tracker.log_metrics(metrics)
-        for path in write_artifacts(evaluation, model.booster, tmp_path / "evaluation"):
-            tracker.log_artifact(path, "evaluation")
-        model_dir = model.save(tmp_path / "model_dir")
-        version = tracker.log_model(model_dir, register=register)
-        if register and version is not None:
-            tracker.set_version_tags(version, {HEADLINE_METRIC: headline, "dataset_sha256": data.sha256})
-            champ = tracker.champion(HEADLINE_METRIC)
-            previous = champ.metric if champ else None
-            improved = (
-                champ is None or champ.metric is None or (headline is not None and headline < champ.metric)
-            )
-            if improved or promote:
+    judge = needs_spread(candidate, incumbent, force=force) and meter.available
+    decision = decide_champion(
+        candidate, incumbent, spread_pct=meter.range_pct() if judge else None, force=force
+    )
+    return champion, decision
+
+
+def _log_run(
+    tracker: Tracker,
+    data: TrainingData,
+    config: EvalConfig,
+    fitted: _Fitted,
+    *,
+    local: Path,
+    artifacts: list[Path],
+    decision: ChampionDecision | None,
+    register: bool,
+    started_ms: int,
+) -> tuple[str, str | None, bool]:
+    """Log the run and its model; register it and move the alias. (run id, version, champion?)"""
+    from perfmodel.learn import run_record
+    from perfmodel.learn.pyfunc import input_example
+
+    verdict = decision.reason if decision else "not registered"
+    metrics, model = fitted.metrics, fitted.model
+    tags = {**run_record.headline_tags(metrics), "dataset_sha256": data.sha256, "champion.decision": verdict}
+    description = run_record.describe_run(data, metrics, verdict)
+    became = False
+    with tracker.run(
+        run_record.run_name(data), description=description, tags=tags, start_time_ms=started_ms
+    ) as run_id:
+        model.metadata.update({"version": f"run-{run_id[:8]}", "run_id": run_id})
+        model.save(local / "model")
+        tracker.log_params(run_record.run_params(data, config, fitted.splitter))
+        tracker.log_metrics({**metrics, **run_record.headline_metrics(metrics)})
+        tracker.log_dataset(run_record.dataset_input(data))
+        for path in artifacts:
+            tracker.log_artifact(path)
+        version = tracker.log_model(
+            local / "model", register=register, input_example=input_example(data.kept)
+        )
+        if version is not None:
+            version_tags: dict[str, Any] = {
+                HEADLINE_METRIC: metrics.get(HEADLINE_METRIC),
+                "dataset_sha256": data.sha256,
+            }
+            if "seed_spread_range_pct" in metrics:
+                version_tags["seed_spread_range_pct"] = metrics["seed_spread_range_pct"]
+            tracker.set_version_tags(version, version_tags)
+            if decision is not None and decision.promote:
                 tracker.set_champion(version)
                 became = True
-                champion_version = version
-            elif champ is not None:
-                champion_version = champ.version
-            if export_dir is not None and champion_version is not None:
-                dest = Path(export_dir)
-                if became or _no_model_in(dest):
-                    say(f"exporting champion version {champion_version} to {dest}")
-                    export_champion(tracker, dest, champion_version)
-                    exported = str(dest)
-    return TrainResult(
+    return run_id, version, became
+
+
+def fit_and_log(
+    data: TrainingData,
+    *,
+    tracker: Tracker,
+    config: EvalConfig | None = None,
+    register: bool = True,
+    export_dir: str | Path | None = None,
+    force_champion: bool = False,
+    spread_seeds: int = SPREAD_SEEDS,
+    runs_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> TrainResult:
+    """Train on `data` and record the run in `tracker` (see the module docstring for the order).
+
+    `export_dir=None` (the default) never touches any model folder. Raises TrackingError when the
+    tracker fails after the fit; the message names the local folder holding the saved work."""
+    from perfmodel.learn import run_record
+    from perfmodel.learn.export import export_champion
+
+    say = progress or (lambda _msg: None)
+    config = config or EvalConfig()
+    started_ms = int(time.time() * 1000)
+    say(f"{len(data.y)} trainable rows of {len(data.table)} ({data.kept['gpu'].nunique()} GPUs)")
+    fitted = _fit(data, config, say)  # 1
+    headline = fitted.metrics.get(HEADLINE_METRIC)
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # 2
+    local = (
+        Path(runs_dir) if runs_dir is not None else local_runs_dir()
+    ) / f"{run_record.run_name(data)}-{stamp}"
+    artifacts = run_record.write_artifacts(fitted.evaluation, fitted.model.booster, local)
+    fitted.model.save(local / "model")
+    _write_json(local / "result.json", {"status": "fitted, not logged yet", "metrics": fitted.metrics})
+    say(f"model and evaluation saved in {local}")
+
+    seed0 = headline if config.seed == 0 and config.lgbm.seed == 0 else None
+    meter = _SpreadMeter(data, config, spread_seeds, seed0, say)
+    candidate = Candidate(label="this run", headline_pct=headline, dataset_sha256=data.sha256)
+    champion: ChampionInfo | None = None
+    decision: ChampionDecision | None = None
+    try:
+        if register:  # 3
+            champion, decision = _decide(tracker, candidate, force=force_champion, meter=meter)
+            say(f"champion decision: {decision.reason}")
+        if meter.measured is not None:
+            fitted.model.metadata["seed_spread"] = meter.measured.as_dict()
+            fitted.metrics["seed_spread_range_pct"] = meter.measured.range_pct
+        run_id, version, became = _log_run(  # 4
+            tracker, data, config, fitted, local=local, artifacts=artifacts, decision=decision,
+            register=register, started_ms=started_ms,
+        )  # fmt: skip
+    except Exception as exc:
+        raise TrackingError(
+            f"tracking at {tracker.uri} failed after training ({type(exc).__name__}: {exc}); "
+            f"nothing is lost: the model and its evaluation are saved in {local}"
+        ) from exc
+    champion_version = version if became else (champion.version if champion else None)
+
+    exported, note = None, "no export asked (models/ untouched)"  # 5
+    if export_dir is not None and champion_version is None:
+        note = "no registered champion to export (--no-register)"
+    elif export_dir is not None and champion_version is not None:
+
+        def spread_for(dataset_sha256: str, recorded: list[float | None]) -> float | None:
+            known = [s for s in recorded if s is not None]
+            if dataset_sha256 == data.sha256 and meter.available:
+                known.append(meter.range_pct())
+            return max(known) if known else None
+
+        done, note = export_champion(
+            tracker, export_dir, champion_version, force=force_champion, spread_for=spread_for
+        )
+        exported = str(export_dir) if done else None
+        say(note if done else f"not exported: {note}")
+    result = TrainResult(
         run_id=run_id,
+        run_name=run_record.run_name(data),
         tracking_uri=tracker.uri,
+        local_dir=str(local),
         features_path=str(data.path),
         dataset_sha256=data.sha256,
         rows_total=len(data.table),
         rows_trained=len(data.y),
-        rows_skipped=data.skipped,
+        rows_skipped=dict(data.skipped),
         headline_metric=HEADLINE_METRIC,
         headline=headline,
-        metrics=metrics,
+        metrics=fitted.metrics,
         registered_version=version,
         champion_version=champion_version,
         became_champion=became,
-        previous_champion_metric=previous,
+        decision=None if decision is None else asdict(decision),
+        previous_champion_metric=champion.metric if champion else None,
+        seed_spread=None if meter.measured is None else meter.measured.as_dict(),
         exported_to=exported,
-        train_seconds=train_seconds,
-        headline_improved=improved,
-        evaluation=evaluation,
+        export_note=note,
+        train_seconds=fitted.train_seconds,
+        evaluation=fitted.evaluation,
     )
+    _write_json(local / "result.json", result.to_dict())
+    return result

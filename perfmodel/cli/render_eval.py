@@ -1,0 +1,146 @@
+"""Evaluation tables rendered for people: Rich tables for the terminal and Markdown for the MLflow
+run (and the README). One column spec, one cell format, two renderers over the same records.
+
+Inputs are the frames of `perfmodel.learn.metrics` (`summarize`, `breakdown`) and
+`perfmodel.learn.spread.spread_summary`; nothing here computes a metric.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from perfmodel.learn.metrics import SPLITS
+
+SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("split", "split"),
+    ("method", "method"),
+    ("n_rows", "rows"),
+    ("n_folds", "folds"),
+    ("median_ape_pct", "median APE %"),
+    ("p90_ape_pct", "p90 APE %"),
+    ("mean_ape_pct", "mean APE %"),
+    ("coverage80_pct", "cov80 %"),
+    ("coverage90_pct", "cov90 %"),
+    ("coverage95_pct", "cov95 %"),
+    ("median_rel_width90_pct", "width90 %"),
+)
+"""(summary column, label) of the evaluation table."""
+BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("key", "value"),
+    ("n_rows", "rows"),
+    ("model_median_ape_pct", "model median APE %"),
+    ("const_median_ape_pct", "const median APE %"),
+    ("bound_median_ape_pct", "bound median APE %"),
+    ("coverage90_pct", "cov90 %"),
+)
+"""(breakdown column, label) of the per-GPU / per-source tables."""
+LEFT = {"split", "method", "by", "key", "metric"}
+
+
+def fmt_cell(value: Any) -> str:
+    """One decimal for floats, '-' for missing, str() for the rest."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def _summary_rows(summary: Any) -> list[tuple[list[str], bool]]:
+    rows = []
+    for rec in summary.to_dict("records"):
+        cells = [SPLITS.get(rec[k], rec[k]) if k == "split" else fmt_cell(rec[k]) for k, _ in SUMMARY_COLUMNS]
+        rows.append((cells, rec["method"] == "model"))
+    return rows
+
+
+def _breakdown_groups(table: Any) -> list[tuple[str, list[list[str]]]]:
+    """(title, rows) per (split, by) of a breakdown table."""
+    if table is None or not len(table):
+        return []
+    groups = []
+    for (split, by), part in table.groupby(["split", "by"], sort=False):
+        rows = [[fmt_cell(rec[k]) for k, _ in BREAKDOWN_COLUMNS] for rec in part.to_dict("records")]
+        groups.append((f"{SPLITS.get(split, split)} by {by}", rows))
+    return groups
+
+
+# --- Markdown ---------------------------------------------------------------------------------
+
+
+def _md_table(labels: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(labels) + " |",
+        "|" + "|".join("---" for _ in labels) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def summary_markdown(summary: Any) -> str:
+    labels = [label for _, label in SUMMARY_COLUMNS]
+    return "\n".join(_md_table(labels, [cells for cells, _ in _summary_rows(summary)])) + "\n"
+
+
+def breakdown_markdown(table: Any) -> str:
+    lines: list[str] = []
+    for title, rows in _breakdown_groups(table):
+        by = title.rsplit(" by ", 1)[1]
+        lines += [f"\n**{title}**\n", *_md_table([by, *(label for _, label in BREAKDOWN_COLUMNS[1:])], rows)]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def evaluation_markdown(evaluation: Any, title: str = "Evaluation") -> str:
+    """The whole evaluation (summary, then per-GPU and per-source tables) as a Markdown page."""
+    skipped = "".join(f"\nskipped {split}: {reason}\n" for split, reason in evaluation.skipped.items())
+    return (
+        f"# {title}\n\n"
+        + summary_markdown(evaluation.summary)
+        + "\n"
+        + breakdown_markdown(evaluation.breakdown)
+        + skipped
+    )
+
+
+# --- Rich -------------------------------------------------------------------------------------
+
+
+def summary_table(summary: Any, title: str) -> Any:
+    """The summary as a Rich table, the model's rows in bold."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for key, label in SUMMARY_COLUMNS:
+        table.add_column(label, justify="left" if key in LEFT else "right")
+    for cells, is_model in _summary_rows(summary):
+        table.add_row(*cells, style="bold" if is_model else None)
+    return table
+
+
+def breakdown_table(table: Any, title: str = "by hardware and source") -> Any:
+    """Every (split, by) group of a breakdown in one Rich table."""
+    from rich.table import Table
+
+    out = Table(title=title)
+    out.add_column("by", justify="left")
+    for key, label in BREAKDOWN_COLUMNS:
+        out.add_column(label, justify="left" if key in LEFT else "right")
+    for group_title, rows in _breakdown_groups(table):
+        by = group_title.rsplit(" by ", 1)[1]
+        for cells in rows:
+            out.add_row(by, *cells)
+    return out
+
+
+def spread_table(summary: Any, seeds: int) -> Any:
+    """`spread_summary` (mean, std, min, max per split and metric) as a Rich table."""
+    from rich.table import Table
+
+    table = Table(title=f"model metrics over {seeds} seeds")
+    for col in ("split", "metric", "mean", "std", "min", "max"):
+        table.add_column(col, justify="left" if col in LEFT else "right")
+    for rec in summary.to_dict("records"):
+        table.add_row(
+            SPLITS.get(rec["split"], rec["split"]),
+            rec["metric"],
+            *(fmt_cell(rec[k]) for k in ("mean", "std", "min", "max")),
+        )
+    return table

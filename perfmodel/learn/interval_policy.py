@@ -1,0 +1,238 @@
+"""The interval policy: how wide the interval of one query is, and why it deserves less trust.
+
+Recorded in every model's metadata ("interval_policy"):
+  * the half-width is the conformal quantile of out-of-fold |residuals| from cross-validation
+    that holds out whole accelerators, so every interval speaks for predicting unseen hardware;
+  * a GPU that was never in training gets that interval unchanged (it is what the calibration
+    measured) plus a warning;
+  * a model family that was never in training gets the larger of that quantile and the one from
+    cross-validation holding out whole model families, plus a warning;
+  * a query outside the training domain - unseen accelerator vendor or generation, unseen
+    architecture / compute dtype / framework / strategy, or parameters, tokens per micro-batch or
+    GPU count beyond the training range - gets the half-width times `ood_widening` and a warning.
+
+Pure Python over one `Query` at a time; no numpy, pandas or LightGBM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.errors import ConfigError
+from perfmodel.learn.conformal import conformal_quantile
+
+OOD_WIDENING = 1.5
+"""Half-width multiplier for out-of-domain queries."""
+RANGE_CHECKED_FEATURES: dict[str, str] = {
+    "log_params_total": "parameter count",
+    "log_tokens_per_micro_batch": "tokens per micro-batch",
+    "log_num_gpus": "GPU count",
+    "quantization_bits": "base-weight quantization bits (0 = none)",
+}
+"""Numeric features whose training range is enforced (name -> words for the warning)."""
+RANGE_TOLERANCE = 0.05
+"""Slack on the (log-scale) range before a value counts as outside it."""
+CATEGORY_CHECKED_FEATURES: dict[str, str] = {
+    "arch": "architecture",
+    "compute_dtype": "compute dtype",
+    "framework": "software stack",
+    "strategy": "parallel strategy",
+}
+"""Categorical features whose levels must have been seen in training."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Query:
+    """One prediction query, as the interval policy sees it."""
+
+    features: Mapping[str, Any]
+    """The query's feature row (`perfmodel.features` names -> values; log features in log units)."""
+    gpu: str
+    """Accelerator catalog key."""
+    vendor: str
+    """Accelerator vendor (nvidia, amd, intel, cpu)."""
+    generation: str
+    """Accelerator generation (Ampere, Hopper, ...)."""
+    model_family: str
+    """Model family (llama, gpt, ...)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DomainCheck:
+    """How one query relates to the training domain."""
+
+    warnings: tuple[str, ...]
+    """Why the prediction deserves less trust (empty when in domain)."""
+    new_family: bool
+    """The model family was not in training: the family calibration applies."""
+    widen: bool
+    """The query is outside the training domain: the half-width is multiplied by the widening."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingDomain:
+    """What a model has seen in training (metadata["domain"])."""
+
+    gpus_seen: frozenset[str]
+    """Accelerator catalog keys."""
+    families_seen: frozenset[str]
+    """Model families."""
+    vendors_seen: frozenset[str]
+    """Accelerator vendors."""
+    generations_seen: frozenset[str]
+    """Accelerator generations (CPUs excluded)."""
+    numeric_ranges: Mapping[str, Sequence[float]]
+    """Feature -> [min, max] over the training rows, in the feature's units (log features in log)."""
+    categories_seen: Mapping[str, Sequence[str]]
+    """Categorical feature -> levels seen."""
+
+    @classmethod
+    def from_metadata(cls, domain: Mapping[str, Any]) -> TrainingDomain:
+        return cls(
+            gpus_seen=frozenset(domain["gpus_seen"]),
+            families_seen=frozenset(domain.get("families_seen", ())),
+            vendors_seen=frozenset(domain["vendors_seen"]),
+            generations_seen=frozenset(domain["generations_seen"]),
+            numeric_ranges=dict(domain["numeric_ranges"]),
+            categories_seen=dict(domain["categories_seen"]),
+        )
+
+
+def _fmt_range(feature: str, lo: float, hi: float) -> str:
+    if feature.startswith("log_params"):
+        return f"{10**lo:.3g}..{10**hi:.3g}"
+    if feature.startswith("log_"):  # log2 features
+        return f"{2**lo:.4g}..{2**hi:.4g}"
+    return f"{lo:.4g}..{hi:.4g}"
+
+
+def _fmt_value(feature: str, value: float) -> str:
+    if feature.startswith("log_params"):
+        return f"{10**value:.3g}"
+    if feature.startswith("log_"):
+        return f"{2**value:.4g}"
+    return f"{value:.4g}"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def check_domain(query: Query, domain: TrainingDomain, widening: float) -> DomainCheck:
+    """Warnings and verdicts for one query against the training domain."""
+    warns: list[str] = []
+    widen = False
+    new_family = query.model_family not in domain.families_seen
+    if new_family:
+        warns.append(
+            f"model family {query.model_family!r} was not in the training data; the interval is "
+            f"calibrated on held-out-model-family errors"
+        )
+    if query.vendor not in domain.vendors_seen:
+        widen = True
+        warns.append(
+            f"accelerator vendor {query.vendor!r} was not in the training data "
+            f"(seen: {', '.join(sorted(domain.vendors_seen))}); interval widened x{widening:g}"
+        )
+    elif query.vendor != "cpu" and query.generation not in domain.generations_seen:
+        widen = True
+        warns.append(
+            f"accelerator generation {query.generation!r} was not in the training data; "
+            f"interval widened x{widening:g}"
+        )
+    if query.gpu not in domain.gpus_seen and not widen:
+        warns.append(
+            f"{query.gpu} was not in the training data: the prediction transfers from similar "
+            f"accelerators; the interval is calibrated on held-out-hardware errors"
+        )
+    for feature, words in RANGE_CHECKED_FEATURES.items():
+        lo, hi = domain.numeric_ranges.get(feature, (None, None))
+        value = query.features.get(feature)
+        if lo is None or hi is None or value is None:
+            continue
+        if value < lo - RANGE_TOLERANCE or value > hi + RANGE_TOLERANCE:
+            widen = True
+            warns.append(
+                f"{words} {_fmt_value(feature, value)} is outside the training range "
+                f"{_fmt_range(feature, lo, hi)}; interval widened x{widening:g}"
+            )
+    for feature, words in CATEGORY_CHECKED_FEATURES.items():
+        value = query.features.get(feature)
+        seen = domain.categories_seen.get(feature)
+        if seen is None or _missing(value):
+            continue
+        if str(value) not in seen:
+            widen = True
+            warns.append(f"{words} {value!r} was not in the training data; interval widened x{widening:g}")
+    return DomainCheck(warnings=tuple(warns), new_family=new_family, widen=widen)
+
+
+class IntervalPolicy:
+    """The conformal calibration and training domain of one model, applied query by query."""
+
+    def __init__(
+        self,
+        *,
+        hardware_scores: Sequence[float],
+        family_scores: Sequence[float],
+        domain: TrainingDomain,
+        ood_widening: float = OOD_WIDENING,
+    ) -> None:
+        self.hardware_scores = list(hardware_scores)
+        """Sorted |log residuals| of the held-out-hardware calibration."""
+        self.family_scores = list(family_scores)
+        """Sorted |log residuals| of the held-out-model-family calibration (may be empty)."""
+        self.domain = domain
+        self.ood_widening = float(ood_widening)
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> IntervalPolicy:
+        conformal = metadata["conformal"]
+        family = conformal.get("family") or {}
+        return cls(
+            hardware_scores=conformal["abs_residuals_sorted"],
+            family_scores=family.get("abs_residuals_sorted") or [],
+            domain=TrainingDomain.from_metadata(metadata["domain"]),
+            ood_widening=float(metadata.get("ood_widening", OOD_WIDENING)),
+        )
+
+    def half_width(self, confidence: float, calibration: str = "hardware") -> tuple[float, tuple[str, ...]]:
+        """Conformal half-width of the log interval at `confidence` from the residuals of
+        cross-validation holding out whole accelerators (`calibration="hardware"`) or whole model
+        families ("family"; falls back to hardware x widening when the model has none). Warns
+        when the calibration set is too small for the level (then the largest residual is used)."""
+        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+            raise ConfigError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+        scores = self.hardware_scores
+        factor = 1.0
+        if calibration == "family":
+            if self.family_scores:
+                scores = self.family_scores
+            else:
+                factor = self.ood_widening
+        q = conformal_quantile(scores, float(confidence))
+        if math.isinf(q):
+            top = scores[-1] if scores else 1.0
+            return top * factor, (
+                f"only {len(scores)} calibration residuals: {confidence:.0%} interval uses the "
+                f"largest one and may under-cover",
+            )
+        return q * factor, ()
+
+    def check(self, query: Query) -> DomainCheck:
+        return check_domain(query, self.domain, self.ood_widening)
+
+    def interval(self, query: Query, confidence: float) -> tuple[float, tuple[str, ...]]:
+        """The query's half-width (log) after the policy, and every warning that explains it."""
+        q, level_warn = self.half_width(confidence, "hardware")
+        check = self.check(query)
+        if check.new_family:
+            q_fam, warn_fam = self.half_width(confidence, "family")
+            if q_fam > q:
+                q, level_warn = q_fam, warn_fam
+        if check.widen:
+            q *= self.ood_widening
+        return q, level_warn + check.warnings

@@ -1,0 +1,136 @@
+"""The interval policy over one query, on hand-made calibrations and domains whose answers are
+worked out here by hand (no model is trained)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfmodel.errors import ConfigError
+from perfmodel.learn.interval_policy import IntervalPolicy, Query, TrainingDomain
+
+# 19 hardware residuals 0.01 .. 0.19: the 90% split-conformal quantile is the ceil(0.9 * 20) = 18th
+# smallest, 0.18; 80% -> 16th, 0.16. Family residuals 0.1 .. 1.9 (19): 90% -> 1.8.
+HW = [i / 100 for i in range(1, 20)]
+FAMILY = [i / 10 for i in range(1, 20)]
+DOMAIN = TrainingDomain(
+    gpus_seen=frozenset({"A100-80GB", "H100-SXM"}),
+    families_seen=frozenset({"llama", "gpt"}),
+    vendors_seen=frozenset({"nvidia", "cpu"}),
+    generations_seen=frozenset({"Ampere", "Hopper"}),
+    # log10 params 9..10 (1e9..1e10), log2 GPUs 0..3 (1..8 GPUs)
+    numeric_ranges={"log_params_total": [9.0, 10.0], "log_num_gpus": [0.0, 3.0]},
+    categories_seen={"arch": ["decoder"], "framework": ["hf-eager", "megatron"]},
+)
+POLICY = IntervalPolicy(hardware_scores=HW, family_scores=FAMILY, domain=DOMAIN, ood_widening=1.5)
+
+
+def query(**changes):
+    base = {
+        "features": {
+            "log_params_total": 9.5,
+            "log_num_gpus": 1.0,
+            "arch": "decoder",
+            "framework": "hf-eager",
+        },
+        "gpu": "A100-80GB",
+        "vendor": "nvidia",
+        "generation": "Ampere",
+        "model_family": "llama",
+    }
+    if "features" in changes:
+        changes["features"] = {**base["features"], **changes["features"]}
+    return Query(**{**base, **changes})
+
+
+def test_in_domain_query_gets_the_hardware_quantile_and_no_warning():
+    assert POLICY.interval(query(), 0.9) == (pytest.approx(0.18), ())
+    assert POLICY.interval(query(), 0.8)[0] == pytest.approx(0.16)
+
+
+def test_unseen_gpu_of_a_seen_generation_warns_without_widening():
+    half, warnings = POLICY.interval(query(gpu="A100-40GB"), 0.9)
+    assert half == pytest.approx(0.18)
+    assert len(warnings) == 1 and "A100-40GB was not in the training data" in warnings[0]
+
+
+def test_unseen_vendor_or_generation_widens_by_the_stated_factor():
+    half, warnings = POLICY.interval(query(gpu="MI300X", vendor="amd", generation="CDNA3"), 0.9)
+    assert half == pytest.approx(0.18 * 1.5)
+    assert any("vendor 'amd'" in w for w in warnings)
+    half, warnings = POLICY.interval(query(gpu="B200", generation="Blackwell"), 0.9)
+    assert half == pytest.approx(0.27) and any("generation 'Blackwell'" in w for w in warnings)
+
+
+def test_unseen_family_takes_the_larger_family_quantile():
+    half, warnings = POLICY.interval(query(model_family="mamba"), 0.9)
+    assert half == pytest.approx(1.8)
+    assert any("model family 'mamba'" in w for w in warnings)
+    # a family calibration narrower than the hardware one never narrows the interval
+    narrow = IntervalPolicy(hardware_scores=HW, family_scores=[0.001] * 19, domain=DOMAIN)
+    assert narrow.interval(query(model_family="mamba"), 0.9)[0] == pytest.approx(0.18)
+    # without a family calibration: the hardware quantile times the widening
+    none = IntervalPolicy(hardware_scores=HW, family_scores=[], domain=DOMAIN)
+    assert none.interval(query(model_family="mamba"), 0.9)[0] == pytest.approx(0.27)
+
+
+def test_values_beyond_the_training_range_widen_with_a_tolerance():
+    # 10.04 is inside the 0.05 tolerance; 10.1 (1.26e10 parameters) is outside
+    assert POLICY.interval(query(features={"log_params_total": 10.04}), 0.9) == (pytest.approx(0.18), ())
+    half, warnings = POLICY.interval(query(features={"log_params_total": 10.1}), 0.9)
+    assert half == pytest.approx(0.27)
+    assert warnings == (
+        "parameter count 1.26e+10 is outside the training range 1e+09..1e+10; interval widened x1.5",
+    )
+    half, warnings = POLICY.interval(query(features={"log_num_gpus": 4.0}), 0.9)  # 16 GPUs, seen 1..8
+    assert half == pytest.approx(0.27) and "GPU count 16 is outside the training range 1..8" in warnings[0]
+
+
+def test_unseen_category_widens_and_missing_values_are_not_checked():
+    half, warnings = POLICY.interval(query(features={"framework": "deepspeed"}), 0.9)
+    assert half == pytest.approx(0.27) and "software stack 'deepspeed'" in warnings[0]
+    assert POLICY.interval(query(features={"framework": None, "arch": math.nan}), 0.9) == (
+        pytest.approx(0.18),
+        (),
+    )
+
+
+def test_reasons_accumulate_but_the_widening_applies_once():
+    half, warnings = POLICY.interval(
+        query(vendor="amd", generation="CDNA3", gpu="MI300X", features={"log_params_total": 11.0}), 0.9
+    )
+    assert half == pytest.approx(0.27) and len(warnings) == 2
+
+
+def test_too_few_residuals_for_the_level_uses_the_largest_and_says_so():
+    # n = 19 reaches at most ceil(c * 20) <= 19, i.e. c <= 0.95; 0.99 needs 20 residuals
+    half, warnings = POLICY.interval(query(), 0.99)
+    assert half == pytest.approx(0.19)
+    assert warnings and "only 19 calibration residuals" in warnings[0]
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.1, True, "0.9"])
+def test_confidence_outside_the_open_unit_interval_is_refused(bad):
+    with pytest.raises(ConfigError, match="confidence"):
+        POLICY.interval(query(), bad)
+
+
+def test_policy_reads_the_metadata_layout():
+    metadata = {
+        "conformal": {"abs_residuals_sorted": HW, "family": None},
+        "domain": {
+            "gpus_seen": ["A100-80GB"],
+            "vendors_seen": ["nvidia"],
+            "generations_seen": ["Ampere"],
+            "numeric_ranges": {},
+            "categories_seen": {},
+        },
+        "ood_widening": 2.0,
+    }
+    policy = IntervalPolicy.from_metadata(metadata)
+    half, warnings = policy.interval(query(gpu="H100-SXM", generation="Hopper"), 0.9)
+    # no families recorded: every family is new, and without a family calibration that is the
+    # hardware quantile x2.0 (the metadata's widening); the unseen generation widens x2.0 again
+    assert half == pytest.approx(0.18 * 2.0 * 2.0)
+    assert any("family 'llama'" in w for w in warnings) and any("generation 'Hopper'" in w for w in warnings)
