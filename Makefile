@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= examples/llama2-7b-lora.yaml
 PROFILE ?= quick
 
-.PHONY: install demo test test-fast lint format collect dataset train-model evaluate ui bench clean
+.PHONY: install demo test test-fast lint format collect dataset train-model release-model evaluate ui bench clean
 
 install: $(STAMP)  ## virtual environment with CPU torch and every extra
 
@@ -39,17 +39,25 @@ collect: install  ## measure this machine (PROFILE=quick|gpu|full) into datasets
 dataset: install  ## merge own shards and public rows into datasets/features.parquet
 	$(BIN)/perfmodel dataset build
 
-train-model: dataset  ## fit, evaluate, log to MLflow, register, export models/
+train-model: dataset  ## fit, evaluate, save under runs/, log to MLflow, register (models/ untouched)
 	$(BIN)/perfmodel train
+
+release-model: dataset  ## train-model, then write the champion into models/ if it beats the model there
+	$(BIN)/perfmodel train --export
 
 evaluate: install
 	$(BIN)/perfmodel evaluate
 
-ui: install  ## MLflow UI on the embedded store
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --default-artifact-root ./mlartifacts
+ui: install  ## MLflow UI on the embedded store: one worker on 127.0.0.1:5000, no job runners, telemetry off
+	@echo "MLflow UI, model-training view: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
+	MLFLOW_DISABLE_TELEMETRY=$${MLFLOW_DISABLE_TELEMETRY:-true} MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
+		$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --default-artifact-root ./mlartifacts \
+		--host 127.0.0.1 --port 5000 --workers 1
 
-bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold
+bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold, 200-point sweep < 5 s
 	$(BIN)/python bench/bench_predict.py
+	$(BIN)/python bench/bench_sweep.py
+	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_train.py
 
 clean:

@@ -74,6 +74,10 @@ class PredictedRun:
     analytic: AnalyticEstimate
     plan: RunPlan
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    cost_usd: Interval | None = None
+    """Cost of the run in USD: gpu_hours x price per GPU-hour; None when no price is known."""
+    price: Any = None
+    """The price per GPU-hour used (`perfmodel.decide.cost.PriceQuote`), or None."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable `predict --json` contract of DESIGN.md (extended with extra keys)."""
@@ -128,6 +132,8 @@ class PredictedRun:
                 "checkpoint_s": self.plan.checkpoint_s,
             },
             "perfmodel_version": __version__,
+            "cost_usd": self.cost_usd.as_dict() if self.cost_usd else None,
+            "price_per_gpu_hour": self.price.to_json() if self.price is not None else None,
         }
 
 
@@ -178,6 +184,11 @@ def predict(
     )
     gpus = workload.parallel.num_gpus
     gpu_hours = total.scaled(gpus / 3600.0)
+    from perfmodel.decide.cost import no_price_warning, price_for
+
+    price = price_for(workload)
+    if price is None:
+        warnings.append(no_price_warning(workload))
     mem_total = est.memory.total_gb
     memory = Interval(estimate=mem_total, low=mem_total * MEMORY_INTERVAL[0], high=mem_total * MEMORY_INTERVAL[1])
     capacity = float(workload.gpu.memory_gb)
@@ -220,15 +231,18 @@ def predict(
         analytic=est,
         plan=plan,
         warnings=tuple(warnings),
+        cost_usd=gpu_hours.scaled(price.usd_per_gpu_hour) if price is not None else None,
+        price=price,
     )
 
 
 def _load_learned(model_dir: str | Path | None) -> Any:
     """The learned model in `model_dir` (default: the shipped models/), loaded once per process
     while its files are unchanged (planners and services predict many workloads in a row)."""
-    from perfmodel.learn.shipped import DEFAULT_MODEL_DIR, METADATA_FILE, MODEL_FILE
+    from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
+    from perfmodel.paths import model_dir as default_model_dir
 
-    path = Path(model_dir) if model_dir is not None else DEFAULT_MODEL_DIR
+    path = Path(model_dir) if model_dir is not None else default_model_dir()
     stamps = tuple(f.stat().st_mtime_ns if f.is_file() else None for f in (path / MODEL_FILE, path / METADATA_FILE))
     return _learned_cached(str(path.resolve()), stamps)
 

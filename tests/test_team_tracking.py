@@ -139,18 +139,15 @@ def test_train_registers_on_the_team_server_and_predict_and_serve_follow_the_ali
     import yaml
 
     from perfmodel.api import predict
-    from perfmodel.learn import shipped
+    from perfmodel.learn import lean_import
     from perfmodel.learn import train as train_module
     from perfmodel.service.model_source import RegistryFollower
     from perfmodel.tracking import import_mlflow
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", server)
     monkeypatch.setenv("PERFMODEL_ROOT", str(tmp_path))  # runs/ of each training go here
-    # MLflow writes 'View run' links on stdout for an HTTP store, which breaks --json: see the
-    # xfail test below (remove this line with it once perfmodel.tracking silences them).
-    monkeypatch.setenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     monkeypatch.setattr(train_module, "EvalConfig", lambda: SMALL)
-    monkeypatch.setattr(shipped, "LEAN_LIGHTGBM_IMPORT", False)  # `predict` sets it for its process
+    monkeypatch.setattr(lean_import, "LEAN_LIGHTGBM_IMPORT", False)  # `predict` sets it for its process
     cache = tmp_path / "cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     config = tmp_path / "run.yaml"
@@ -218,12 +215,6 @@ def test_an_unknown_registered_model_is_one_line_naming_the_server(server, tmp_p
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="perfmodel.tracking.import_mlflow does not yet set MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT=true "
-    "(a setdefault beside its MLFLOW_DISABLE_TELEMETRY one): MLflow writes '🏃 View run ... at: URL' on "
-    "stdout when a run ends on an HTTP store, so `perfmodel train --json` against a team server is not JSON",
-)
 def test_a_run_on_a_team_server_prints_nothing_on_stdout(server, monkeypatch, capsys):
     from perfmodel.tracking import MlflowTracker
 

@@ -26,7 +26,7 @@ app = typer.Typer(
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
 ) -> None:
-    _common.STATE["debug"] = debug
+    _common.SETTINGS.debug = debug
 
 
 def _register_commands() -> None:
@@ -35,13 +35,19 @@ def _register_commands() -> None:
         commands_catalog,
         commands_collect,
         commands_dataset,
+        commands_decide,
         commands_memory,
         commands_predict,
+        commands_run,
+        commands_serve,
         commands_train,
     )
 
     for module in (commands_catalog, commands_predict, commands_collect, commands_dataset, commands_train, commands_memory):
         module.register(app)
+    commands_decide.register(app)
+    commands_run.register(app)
+    commands_serve.register(app)
 
 
 _register_commands()

@@ -94,9 +94,9 @@ def _shared(
 
 
 def _lean() -> None:
-    from perfmodel.learn import shipped
+    from perfmodel.learn.lean_import import use_lean_import
 
-    shipped.LEAN_LIGHTGBM_IMPORT = True  # one-shot process: keep the cold start fast
+    use_lean_import()  # one-shot process: keep the cold start fast
 
 
 # --- sweep -----------------------------------------------------------------------------------------

@@ -74,6 +74,8 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
     table.add_row("Steps", f"{pred.total_steps:,}")
     table.add_row("Total time", fmt_interval(pred.total_time_s, fmt_duration))
     table.add_row("GPU-hours", fmt_interval(pred.gpu_hours, lambda v: f"{v:,.3g}"))
+    if pred.cost_usd is not None and pred.price is not None:
+        table.add_row("Cost", fmt_interval(pred.cost_usd, fmt_usd) + f" [dim]at {fmt_usd(pred.price.usd_per_gpu_hour)}/GPU-hour ({escape(_price_origin(pred.price))})[/dim]")
     verdict = "[green]fits[/green]" if pred.fits_in_memory else "[red]does NOT fit[/red]"
     mem = pred.peak_memory_gb
     table.add_row(
@@ -92,3 +94,52 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         console.print(f"[dim]assumed:[/dim] {escape(line)}")
     for line in pred.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(line)}")
+
+
+def fmt_usd(value: float) -> str:
+    """US dollars, with cents below $10."""
+    return f"${value:,.2f}" if abs(value) < 10 else f"${value:,.0f}"
+
+
+def _price_origin(price: Any) -> str:
+    if price.rule == "given":
+        return "given"
+    rng = price.listed_range_usd
+    count = len(price.listed)
+    where = "1 listed on-demand price" if count == 1 else f"median of {count} on-demand list prices"
+    if rng and rng[0] != rng[1]:
+        where += f", {fmt_usd(rng[0])}-{fmt_usd(rng[1])}"
+    return where
+
+
+def _yaml_value(value: Any) -> str:
+    """A value as it is written in YAML (true/false, flow mappings)."""
+    import json
+
+    if isinstance(value, (bool, dict)):
+        return json.dumps(value, separators=(", ", ": ")).replace('"', "")
+    return str(value)
+
+
+def render_fit_suggestions(report: Any, console: Any) -> None:
+    """What would fit (perfmodel.decide.fit.FitReport), one line per suggestion."""
+    from rich.markup import escape
+
+    if report is None or report.fits:
+        return
+    if report.max_micro_batch_size is not None:
+        console.print(f"[bold]largest micro-batch that fits:[/bold] {report.max_micro_batch_size}")
+    for s in report.suggestions:
+        o = s.outcome
+        cost = f", {fmt_usd(o.cost_usd.estimate)}" if o.cost_usd is not None else ""
+        keys = s.config_changes if s.config_changes is not None else s.changes
+        settings = ", ".join(f"{k}={_yaml_value(v)}" for k, v in keys.items())
+        flags = " ".join(f"--set {k}={_yaml_value(v)}" if k != "hardware.gpu" else f"--gpu {v}" for k, v in (s.flags or {}).items())
+        console.print(
+            f"[green]fits with[/green] {escape(s.summary)}: total {fmt_duration(o.total_time_s.estimate)} "
+            f"[dim]({fmt_duration(o.total_time_s.low)} – {fmt_duration(o.total_time_s.high)})[/dim]{cost}, "
+            f"peak {o.peak_memory_gb.estimate:.1f} of {o.memory_capacity_gb:.0f} GB"
+        )
+        console.print(f"  [dim]set {escape(settings)}" + (f"; perfmodel {escape(flags)}" if flags else "") + "[/dim]")
+    for note in report.notes:
+        console.print(f"[dim]{escape(note)}[/dim]")

@@ -136,7 +136,9 @@ class MlflowReporter:
     def report(self, snapshot: EtaSnapshot, *, final: bool = False) -> None:
         import time
 
-        import mlflow
+        from perfmodel.tracking import import_mlflow
+
+        mlflow = import_mlflow()  # telemetry off unless the user turned it on
         from mlflow.entities import Metric
 
         metrics = snapshot_metrics(snapshot)
