@@ -102,7 +102,13 @@ class Fingerprint:
 
 def query_gpus_nvml() -> list[GpuInfo]:
     """The default accelerator query: NVML (nvidia-ml-py) for identity, clocks and power; torch
-    for SM count and compute capability. Raises when NVML is missing or fails."""
+    for SM count and compute capability. Raises when NVML is missing or fails.
+
+    NVML lists every GPU of the host, whatever CUDA_VISIBLE_DEVICES says, while torch sees only
+    those it leaves, renumbered (Ray sets it for a task holding one GPU of a multi-GPU node). So
+    each GPU takes torch's properties from the visible device of the same name, never by index:
+    the hardware id is then the same with and without hidden GPUs. A model of which no device is
+    visible gets sm_count 0 and no compute capability."""
     import pynvml
 
     pynvml.nvmlInit()
@@ -113,16 +119,18 @@ def query_gpus_nvml() -> list[GpuInfo]:
             cuda_driver = f"{cuda // 1000}.{cuda % 1000 // 10}"
         except pynvml.NVMLError:
             cuda_driver = ""
-        sm_counts, capabilities = _torch_device_props()
+        visible = _torch_visible_by_name()
         infos = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = _text(pynvml.nvmlDeviceGetName(h))
+            seen = visible.get(name)
             infos.append(
                 GpuInfo(
-                    name=_text(pynvml.nvmlDeviceGetName(h)),
+                    name=name,
                     memory_total_mib=int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20),
-                    sm_count=sm_counts[i] if i < len(sm_counts) else 0,
-                    compute_capability=capabilities[i] if i < len(capabilities) else "",
+                    sm_count=seen.sm_count if seen else 0,
+                    compute_capability=seen.compute_capability if seen else "",
                     max_sm_clock_mhz=_nvml_or(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
                     max_mem_clock_mhz=_nvml_or(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM),
                     power_limit_w=_nvml_or(pynvml.nvmlDeviceGetEnforcedPowerLimit, h) / 1000.0,
@@ -155,16 +163,13 @@ def query_gpus_torch() -> list[GpuInfo]:
     return out
 
 
-def _torch_device_props() -> tuple[list[int], list[str]]:
+def _torch_visible_by_name() -> dict[str, GpuInfo]:
+    """The devices torch sees (those CUDA_VISIBLE_DEVICES leaves), by name; {} when it sees none
+    or fails."""
     try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return [], []
-        props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
-        return [p.multi_processor_count for p in props], [f"{p.major}.{p.minor}" for p in props]
+        return {g.name: g for g in query_gpus_torch()}
     except Exception:  # noqa: BLE001 - a fingerprint must never fail on a missing field
-        return [], []
+        return {}
 
 
 def _nvml_or(fn: Callable[..., Any], *args: Any) -> Any:

@@ -110,31 +110,64 @@ def test_any_device_name_gives_an_id_that_names_a_shard(tmp_path):
         assert json.loads(path.read_text()) == fp.to_dict()
 
 
-def test_nvml_query_reads_a_faked_pynvml(monkeypatch):
-    fake = types.ModuleType("pynvml")
+def fake_host(monkeypatch, gpus: list[GpuInfo]) -> None:
+    """A host whose physical GPUs are `gpus`, as its two device libraries report them: a fake
+    pynvml lists every one (NVML ignores CUDA_VISIBLE_DEVICES), a fake torch only those that
+    $CUDA_VISIBLE_DEVICES leaves, in its order and renumbered from 0. A GPU whose power_limit_w
+    is 0 does not report its power limit (NVMLError_NotSupported)."""
+    pynvml = types.ModuleType("pynvml")
 
     class NVMLError(Exception):
         pass
 
-    handles = {}
-    fake.NVMLError = NVMLError
-    fake.NVML_CLOCK_SM, fake.NVML_CLOCK_MEM = 1, 2
-    fake.nvmlInit = lambda: None
-    fake.nvmlShutdown = lambda: None
-    fake.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
-    fake.nvmlSystemGetCudaDriverVersion_v2 = lambda: 12040
-    fake.nvmlDeviceGetCount = lambda: 2
-    fake.nvmlDeviceGetHandleByIndex = lambda i: handles.setdefault(i, object())
-    fake.nvmlDeviceGetName = lambda h: b"NVIDIA H200"
-    fake.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=143771 * 2**20)
-    fake.nvmlDeviceGetMaxClockInfo = lambda h, kind: {1: 1980, 2: 3201}[kind]
-
     def power(h):
-        raise NVMLError("Not Supported")
+        if not h.power_limit_w:
+            raise NVMLError("Not Supported")
+        return int(h.power_limit_w * 1000)
 
-    fake.nvmlDeviceGetEnforcedPowerLimit = power
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(fpm, "_torch_device_props", lambda: ([132, 132], ["9.0", "9.0"]))
+    pynvml.NVMLError = NVMLError
+    pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM = 1, 2
+    pynvml.nvmlInit = lambda: None
+    pynvml.nvmlShutdown = lambda: None
+    pynvml.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
+    pynvml.nvmlSystemGetCudaDriverVersion_v2 = lambda: 12040
+    pynvml.nvmlDeviceGetCount = lambda: len(gpus)
+    pynvml.nvmlDeviceGetHandleByIndex = lambda i: gpus[i]
+    pynvml.nvmlDeviceGetName = lambda h: h.name.encode()
+    pynvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=h.memory_total_mib * 2**20)
+    pynvml.nvmlDeviceGetMaxClockInfo = lambda h, kind: {1: h.max_sm_clock_mhz, 2: h.max_mem_clock_mhz}[kind]
+    pynvml.nvmlDeviceGetEnforcedPowerLimit = power
+
+    def visible() -> list[GpuInfo]:
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return list(gpus) if env is None else [gpus[int(i)] for i in env.split(",") if i.strip()]
+
+    def properties(i: int):
+        g = visible()[i]
+        major, minor = g.compute_capability.split(".")
+        return types.SimpleNamespace(
+            name=g.name,
+            total_memory=g.memory_total_mib * 2**20,
+            multi_processor_count=g.sm_count,
+            major=int(major),
+            minor=int(minor),
+        )
+
+    torch = types.ModuleType("torch")
+    torch.__version__ = "2.5.1"
+    torch.version = types.SimpleNamespace(cuda="12.4")
+    torch.cuda = types.SimpleNamespace(
+        is_available=lambda: bool(visible()),
+        device_count=lambda: len(visible()),
+        get_device_properties=properties,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", pynvml)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+
+
+def test_nvml_query_reads_a_faked_pynvml(monkeypatch):
+    fake_host(monkeypatch, [h200(power_limit_w=0.0, max_sm_clock_mhz=1980, max_mem_clock_mhz=3201)] * 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     infos = fpm.query_gpus_nvml()
     assert len(infos) == 2
     assert infos[0] == GpuInfo(
@@ -150,3 +183,25 @@ def test_nvml_query_reads_a_faked_pynvml(monkeypatch):
     )
     fp = collect_fingerprint()  # the default query goes through the faked pynvml
     assert fp.kind == "cuda" and fp.gpu_count == 2 and fp.hardware_id.startswith("h200-2x-")
+
+
+def test_gpus_hidden_from_torch_as_under_ray_give_the_same_hardware_id(monkeypatch):
+    node = [h200()] * 4
+    described = collect_fingerprint(lambda: node)  # the four GPUs, fully described
+    fake_host(monkeypatch, node)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    alone = collect_fingerprint()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")  # what Ray sets for a task holding one GPU
+    under_ray = collect_fingerprint()
+    assert under_ray.hardware_id == alone.hardware_id == described.hardware_id
+    assert under_ray.hardware_id.startswith("h200-4x-") and under_ray.gpu_count == 4
+    assert (under_ray.sm_count, under_ray.compute_capability) == (132, "9.0")
+
+
+def test_each_gpu_takes_the_sm_count_of_its_own_model_whatever_torch_numbers_it(monkeypatch):
+    a100 = h200(name="NVIDIA A100-SXM4-80GB", memory_total_mib=81920, sm_count=108, compute_capability="8.0")
+    fake_host(monkeypatch, [a100, h200()])  # NVML order: A100, then H200
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")  # torch's device 0 is the H200
+    assert [(g.sm_count, g.compute_capability) for g in fpm.query_gpus_nvml()] == [(108, "8.0"), (132, "9.0")]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # the A100 hidden: torch cannot describe it
+    assert [(g.sm_count, g.compute_capability) for g in fpm.query_gpus_nvml()] == [(0, ""), (132, "9.0")]
