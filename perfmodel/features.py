@@ -11,9 +11,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate
+from perfmodel.analytic.traffic import is_fused
 from perfmodel.codec import is_missing, workload_from_row
 from perfmodel.errors import PerfModelError
-from perfmodel.workload import ARCHS, FRAMEWORKS, OPTIMIZERS, PRECISIONS, STRATEGIES, TrainingSpec, Workload
+from perfmodel.workload import (
+    ARCHS,
+    ATTENTION_KERNELS,
+    FRAMEWORKS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STRATEGIES,
+    TrainingSpec,
+    Workload,
+)
 
 NUMERIC_FEATURES: tuple[str, ...] = (
     "log_params_total",
@@ -52,6 +62,13 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "includes_optimizer_step",
     "log_bound_over_busy",
     "log_bound_s",
+    "nonmatmul_share_of_bound",
+    "host_share_of_bound",
+    "dequant_share_of_bound",
+    "optimizer_share_of_bound",
+    "log_floor_over_bound",
+    "torch_compile",
+    "fused_elementwise",
 )
 """Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
 
@@ -63,6 +80,7 @@ CATEGORICAL_FEATURES: tuple[str, ...] = (
     "framework",
     "vendor",
     "optimizer",
+    "attention_kernel",
 )
 """Categorical features (LightGBM native categories)."""
 
@@ -116,6 +134,13 @@ def feature_vector(
         "includes_optimizer_step": float(includes_optimizer_step),
         "log_bound_over_busy": math.log10(bound / busy) if busy else 0.0,
         "log_bound_s": math.log10(bound),
+        "nonmatmul_share_of_bound": est.t_nonmatmul_s / bound,
+        "host_share_of_bound": est.t_host_s / bound,
+        "dequant_share_of_bound": est.t_dequant_s / bound,
+        "optimizer_share_of_bound": est.t_optimizer_s / bound,
+        "log_floor_over_bound": math.log10(est.t_roofline_s / bound),
+        "torch_compile": float(t.torch_compile),
+        "fused_elementwise": float(is_fused(w)),
         "arch": m.arch,
         "compute_dtype": t.compute_dtype,
         "precision": t.precision,
@@ -123,6 +148,7 @@ def feature_vector(
         "framework": w.framework if w.framework in FRAMEWORKS else "other",
         "vendor": g.vendor,
         "optimizer": t.optimizer,
+        "attention_kernel": t.attention_kernel,
     }
 
 
@@ -143,6 +169,7 @@ CATEGORY_LEVELS: dict[str, tuple[str, ...]] = {
     "framework": (*FRAMEWORKS, "other"),
     "vendor": ("nvidia", "amd", "intel", "cpu"),  # GPUSpec.vendor
     "optimizer": OPTIMIZERS,
+    "attention_kernel": ATTENTION_KERNELS,
 }
 """Levels of each categorical feature, in the order the shipped model's category codes use
 (perfmodel.workload's constants; a new level appends, never reorders)."""

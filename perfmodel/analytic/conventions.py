@@ -108,12 +108,124 @@ FROZEN_NON_TRANSFORMER_ACTIVATION_DIVISOR = 10.0
 """A fully frozen CNN/MLP runs forward under no_grad and keeps no graph: its working set is a
 few layers' outputs, taken as 1/10 of the kept set. An assumption."""
 
-# --- traffic -------------------------------------------------------------------------------
+# --- traffic: what the kernels of an eager step read and write ------------------------------
+# Measured by `bench/op_census.py` (results in bench/op_census.json): every ATen op of one
+# forward + loss + backward of Hugging Face `LlamaForCausalLM` (transformers 5.x, torch 2.13,
+# SDPA attention) intercepted with a TorchDispatchMode; per op, bytes = its tensor inputs + its
+# outputs (no cache reuse), view ops free; per layer from a 2-layer minus a 1-layer model, per
+# token from a least-squares fit over five widths (residuals < 0.5%). These are what eager
+# PyTorch launches, so they describe Hugging Face / plain PyTorch training; fused stacks
+# (torch.compile, Megatron/TE, apex) move a fraction of it (FUSED_* below).
 
-CHECKPOINT_ACTIVATION_TRAFFIC_FACTOR = 1.5
-"""Activation HBM traffic with full recomputation relative to without: the recomputed forward
-writes the layer's activations again (read once in backward), the stored layer inputs add a
-little. An assumption (one extra write of the kept set, half of write+read)."""
+NONMATMUL_BYTES_PER_TOKEN_PER_LAYER = {
+    "half": (449.0, 36.6),
+    "fp32": (616.0, 73.0),
+    "amp": (632.0, 37.0),
+}
+"""(bytes per unit of hidden size d, bytes per unit of MLP width f) that one layer's elementwise
+and reduction kernels (norms, rotary, activations, residual adds, casts) move per token in forward
++ backward: bytes/token/layer = a*d + b*f. 'half' = weights in bf16/fp16, 'fp32' = fp32/tf32,
+'amp' = fp32 weights under autocast (op census, fits 'sdpa-bf16', 'sdpa-fp32', 'sdpa-amp_bf16')."""
+
+AMP_CAST_BYTES_PER_WEIGHT = 12.0
+"""Autocast re-casts every fp32 matmul weight to 16-bit in forward (read 4 + write 2 bytes) and
+casts its 16-bit weight gradient back (read 2 + write 4): 12 bytes per matmul weight per
+micro-batch (op census, third regressor of the 'amp_bf16' fit: 11.8)."""
+
+CHECKPOINT_NONMATMUL_FACTOR = (573.0 / 449.0, 54.7 / 36.6)
+"""Elementwise traffic with full activation recomputation relative to without, for the d and f
+terms (op census 'sdpa-ckpt-bf16' over 'sdpa-bf16'): the forward runs twice."""
+
+LORA_NONMATMUL_BYTES_PER_TOKEN_PER_MODULE = 102.0
+"""Extra elementwise bytes per token per LoRA-adapted matrix, in units of d (dropout on the input,
+scaling, the add into the base output, and their backward): PEFT LoRA r=8 on q_proj and v_proj
+added 204*d per layer (op census 'sdpa-bf16-lora8' over 'sdpa-bf16')."""
+
+EAGER_ATTENTION_BYTES_PER_SCORE = 61.6
+"""Bytes per attention score (per head, per query token, per key) that the 'eager' math path moves
+in forward + backward (QK^T written, fp32 softmax, probabilities read by PV, and backward):
+op census fit 'eager-bf16', third regressor (heads x seq per token)."""
+
+EAGER_ATTENTION_SAVED_BYTES_PER_SCORE = 6.0
+"""Activation memory the 'eager' path keeps per score for backward: the fp32 softmax output (4) and
+the 16-bit probabilities the PV matmul saves (2) (Hugging Face eager_attention_forward)."""
+
+LOGITS_BYTES_PER_TOKEN_PER_VOCAB = {"half": 70.4, "fp32": 65.7, "amp": 87.3}
+"""Bytes the LM head's loss moves per token per vocabulary entry outside the matmul: logits cast
+to fp32, log-softmax, NLL and their backward (op census 'outside_layers_bytes_per_token_per_vocab';
+the embedding lookup is included and negligible next to it). Zero with a fused cross-entropy."""
+
+NON_TRANSFORMER_NONMATMUL_TOUCHES = 5.0
+"""CNN/MLP elementwise traffic per step as a multiple of the activation memory kept for backward:
+each conv/linear output passes a normalisation and an activation in forward (read + write each)
+and again in backward. An assumption (convolution nets were not in the op census)."""
+
+FUSED_NONMATMUL_FRACTION = 0.3
+"""Share of the eager elementwise traffic left when elementwise ops are fused (torch.compile's
+Inductor, Megatron/Transformer Engine and apex fused norms/activations): a fused RMSNorm reads and
+writes each element once instead of ~9 eager kernels doing so. An assumption."""
+
+FUSED_KERNEL_FRACTION = 0.25
+"""Share of the eager kernel launches left when elementwise ops are fused. An assumption."""
+
+FUSED_FRAMEWORKS = ("megatron", "nemo", "torchtitan", "composer-fsdp", "deepspeed", "dle-ngc")
+"""Software stacks whose training steps use fused elementwise kernels by default (Megatron-Core /
+Transformer Engine, NeMo, torchtitan's compiled runs, LLM Foundry's fused norms, Megatron-DeepSpeed,
+NVIDIA's DeepLearningExamples with apex)."""
+
+DEQUANT_WRITE_BYTES_PER_WEIGHT = 2.0
+"""A 4/8-bit base weight is dequantized to 16-bit before every matmul that uses it (bitsandbytes
+`dequantize_4bit` / int8 `CB*SCB`): 2 bytes written per weight, then read by the matmul, in
+forward, in backward (input gradient) and again when recomputing. QLoRA is therefore slower per
+step than LoRA on the same base (Dettmers et al. 2023, section 4: "QLoRA ... slower")."""
+
+OPTIMIZER_BYTES_PER_TRAINABLE = {
+    "adam": 28.0,
+    "adam_half": 14.0,
+    "one_state": 20.0,
+    "one_state_half": 10.0,
+    "sgd": 12.0,
+    "sgd_half": 6.0,
+}
+"""HBM bytes one optimizer step moves per trainable parameter: AdamW reads weight, gradient and two
+moments and writes weight and moments (fp32: 4 x 4 + 3 x 4 = 28; all in 16-bit: 14); one-state
+optimizers (Lion, SGD with momentum) 20 / 10; plain SGD reads weight and gradient and writes the
+weight: 12 / 6 (torch.optim foreach implementations, one pass each)."""
+
+# --- host overhead: kernel launches -----------------------------------------------------------
+
+EAGER_KERNELS_PER_LAYER = {"half": 122, "fp32": 114, "amp": 148}
+"""Kernels one transformer layer launches in forward + backward in eager PyTorch (Hugging Face
+Llama, SDPA): 21 matmuls, 2 attention kernels, the rest elementwise/reductions (op census
+'layer_kernels'; fp32 has no upcasts, autocast adds casts)."""
+
+EAGER_KERNELS_CHECKPOINT_EXTRA_PER_LAYER = 38
+"""Extra kernels per layer with full activation recomputation (op census 'sdpa-ckpt-bf16': 160 - 122)."""
+
+EAGER_KERNELS_PER_LORA_MODULE = 15.5
+"""Extra kernels per LoRA-adapted matrix (op census 'sdpa-bf16-lora8': 153 - 122 over 2 modules)."""
+
+EAGER_KERNELS_EAGER_ATTENTION_EXTRA_PER_LAYER = 22
+"""Extra kernels per layer of the 'eager' attention path over SDPA (op census: 144 - 122)."""
+
+DEQUANT_KERNELS_PER_MATRIX_PASS = 2
+"""Kernels per quantized matrix per pass (dequantize, plus a cast/transpose): an assumption."""
+
+EAGER_KERNELS_OUTSIDE_LAYERS = 51
+"""Embedding, final norm, LM head, loss and their backward (op census 'outside_layers_kernels')."""
+
+OPTIMIZER_FOREACH_OPS = 12
+"""torch.optim AdamW foreach ops per step (`_multi_tensor_adamw`: lerp, mul, addcmul, sqrt, div,
+add, ...); each launches ceil(tensors / OPTIMIZER_TENSORS_PER_LAUNCH) kernels on a GPU."""
+
+OPTIMIZER_TENSORS_PER_LAUNCH = 110
+"""Tensors one multi_tensor_apply launch covers (PyTorch's depth_to_max_tensors for 4-list ops)."""
+
+HOST_SECONDS_PER_KERNEL = 8e-6
+"""Host time to dispatch one eager op (Python, autograd, ATen dispatcher, launch): 8.5 us measured
+for a tiny 8-layer Hugging Face Llama step on this project's 2-core CPU host (op census timing,
+bench/op_census.py); 5-25 us is the usual range on GPU hosts. On a GPU the host runs ahead of the
+device, so a micro-batch takes the larger of the two; on a CPU they add up."""
 
 # --- communication -------------------------------------------------------------------------
 

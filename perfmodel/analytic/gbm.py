@@ -87,6 +87,7 @@ def estimate_gbm(w: Workload) -> AnalyticEstimate:
         t_comm_exposed_s=0.0,
         pipeline_bubble=1.0,
         t_bound_s=max(t_memory, 1e-9),
+        t_roofline_s=max(t_memory, 1e-9),
         bottleneck="memory",
         samples_per_step=rows,
         tokens_per_step=None,

@@ -53,9 +53,8 @@ def weight_bytes_per_param(w: Workload) -> float:
     if bits:
         # NF4/int8 storage plus block-wise quantization constants
         return (bits + cv.QUANT_SCALE_BITS_PER_PARAM) / 8
-    if w.training.lora_r or w.training.trainable_fraction == 0:
-        # frozen base: stored in the compute dtype (PEFT/QLoRA load it in 16-bit)
-        return 4.0 if w.training.compute_dtype in ("fp32", "tf32") else 2.0
+    # a frozen base is stored like any weight of its precision: 16-bit when the model is cast
+    # (bf16/fp16), fp32 under autocast (amp_*), where only the matmuls run in 16-bit
     return float(cv.WEIGHT_BYTES[w.training.precision])
 
 
@@ -118,6 +117,8 @@ def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
     layers_per_gpu = float(m.num_layers or 0) / par.pipeline_parallel
     split = par.activation_split  # sequence parallelism over tensor ranks, context parallelism
     per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * s * b * d * act_scale / split
+    if t.attention_kernel == "eager":  # the s x s scores are kept for backward
+        per_layer += cv.EAGER_ATTENTION_SAVED_BYTES_PER_SCORE * b * float(m.num_heads or 1) * s * s / split
     if fully_frozen:
         kept = per_layer  # no graph is kept: one layer's working set
     elif t.activation_checkpointing:

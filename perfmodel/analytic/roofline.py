@@ -1,6 +1,23 @@
-"""The roofline step-time bound:
-    t_bound = max(flops / peak_flops, bytes / mem_bw) * pipeline_bubble + t_comm_exposed
-Measured ceilings (from the hardware fingerprint) replace datasheet peaks where they exist."""
+"""The analytic step time and the roofline floor under it.
+
+Kernels of one step run one after another on the device, so each kind is its own term:
+
+    device per micro-batch = max(matmul FLOPs / peak, matmul weight bytes / bw)
+                             + elementwise bytes / bw + dequantization bytes / bw
+    micro-batch            = max(device, host launches)     (GPU: the host runs ahead)
+                           = device + host launches          (CPU: the same cores do both)
+    busy                   = micro-batches x micro-batch + optimizer step
+    t_bound                = busy x pipeline bubble + exposed communication
+
+`t_bound` is the baseline the learned model corrects (y = log(t_measured / t_bound)). It is an
+estimate of eager execution at the hardware's peaks, not a guaranteed lower bound: elementwise
+bytes are counted without cache reuse. The guaranteed floor is `t_roofline_s`:
+
+    t_roofline = max(matmul FLOPs / datasheet peak, (weights + optimizer bytes) / datasheet bw)
+                 x bubble + exposed communication
+
+and no prediction is ever faster than it. Measured ceilings (from the hardware fingerprint)
+replace datasheet peaks in `t_bound` where they exist."""
 
 from __future__ import annotations
 
@@ -9,8 +26,9 @@ from dataclasses import dataclass
 from perfmodel.analytic.comm import CommCost, estimate_comm
 from perfmodel.analytic.flops import StepFlops, compute_step_flops, samples_per_step, tokens_per_sample
 from perfmodel.analytic.memory import MemoryBreakdown, estimate_memory
+from perfmodel.analytic.overhead import host_time_per_micro_batch_s, host_time_per_optimizer_step_s
 from perfmodel.analytic.params import ParamCounts, count_params
-from perfmodel.analytic.traffic import bytes_per_step_per_gpu
+from perfmodel.analytic.traffic import StepTraffic, step_traffic
 from perfmodel.workload import Workload
 
 
@@ -37,9 +55,11 @@ class AnalyticEstimate:
     pipeline_bubble: float
     """Multiplier >= 1 from pipeline fill and drain (1F1B: 1 + (pp - 1) / micro-batches)."""
     t_bound_s: float
-    """The roofline lower bound on one optimizer step (s)."""
+    """The analytic step time (s): the baseline the learned correction multiplies."""
+    t_roofline_s: float
+    """The physical floor of one optimizer step (s): no real step is faster."""
     bottleneck: str
-    """'compute', 'memory' or 'communication': the largest term of the bound."""
+    """'compute', 'memory', 'host overhead' or 'communication': the largest term of the step."""
     samples_per_step: float
     """Samples one optimizer step processes over all GPUs (rows per round for boosted trees)."""
     tokens_per_step: float | None
@@ -52,6 +72,18 @@ class AnalyticEstimate:
     """One line describing what one step processes (for display)."""
     notes: tuple[str, ...] = ()
     """Caveats of the cost model for this workload, shown as warnings."""
+    traffic: StepTraffic | None = None
+    """Bytes by kind of kernel (None for cost models without them)."""
+    t_matmul_s: float = 0.0
+    """Matmul kernels per step: compute- or weight-read-bound, whichever is slower (s)."""
+    t_nonmatmul_s: float = 0.0
+    """Elementwise kernels per step (s)."""
+    t_dequant_s: float = 0.0
+    """Dequantization of 4/8-bit bases per step (s)."""
+    t_optimizer_s: float = 0.0
+    """The optimizer step (s)."""
+    t_host_s: float = 0.0
+    """Host time launching the step's kernels (s); hidden behind the device on a GPU while shorter."""
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -86,46 +118,85 @@ def batch_shape(w: Workload) -> str:
 
 
 def estimate_neural(w: Workload) -> AnalyticEstimate:
-    """The roofline bound of one optimizer step of a neural network (transformer, CNN, MLP)."""
+    """The analytic step time of a neural network (transformer, CNN, MLP) and its floor."""
     params = count_params(w.model, w.training)
     flops = compute_step_flops(w, params)
-    traffic = bytes_per_step_per_gpu(w, params)
+    traffic = step_traffic(w, params)
     comm = estimate_comm(w, params)
     memory = estimate_memory(w, params)
+    t, par = w.training, w.parallel
+    accum = t.grad_accum_steps
     peak, source = compute_ceiling(w)
-    t_compute = flops.hardware_flops_per_gpu / (peak * 1e12)
     bw = memory_ceiling(w)
-    t_memory = traffic / (bw * 1e9)
-    pp = w.parallel.pipeline_parallel
-    bubble = 1.0 + (pp - 1) / w.training.grad_accum_steps if pp > 1 else 1.0
-    busy = max(t_compute, t_memory)
-    if w.parallel.strategy in ("fsdp", "zero3"):
+    t_compute = flops.hardware_flops_per_gpu / (peak * 1e12)
+    t_matmul = max(t_compute, traffic.matmul_weight_bytes / (bw * 1e9))
+    t_nonmatmul = traffic.nonmatmul_bytes / (bw * 1e9)
+    t_dequant = traffic.dequant_bytes / (bw * 1e9)
+    device_micro = (t_matmul + t_nonmatmul + t_dequant) / accum
+    host_micro = host_time_per_micro_batch_s(w)
+    t_opt_device = traffic.optimizer_bytes / (bw * 1e9)
+    host_opt = host_time_per_optimizer_step_s(w)
+    on_cpu = w.gpu.vendor == "cpu"
+    micro = device_micro + host_micro if on_cpu else max(device_micro, host_micro)
+    t_optimizer = t_opt_device + host_opt if on_cpu else max(t_opt_device, host_opt)
+    busy = micro * accum + t_optimizer
+    pp = par.pipeline_parallel
+    bubble = 1.0 + (pp - 1) / accum if pp > 1 else 1.0
+    if par.strategy in ("fsdp", "zero3"):
         window = busy  # prefetched gathers overlap forward and backward of every micro-batch
     else:
-        window = busy / w.training.grad_accum_steps * (1.0 - flops.forward_share)
+        window = micro * (1.0 - flops.forward_share)  # the last micro-batch's backward
     exposed_dp = max(0.0, comm.dp_time_s - window)
     exposed_cp = max(0.0, comm.cp_time_s - busy)  # ring attention hides it behind the step's compute
     exposed = exposed_dp + exposed_cp + comm.tp_time_s + comm.pp_time_s
     t_bound = busy * bubble + exposed
-    terms = {"compute": t_compute, "memory": t_memory, "communication": exposed}
+    datasheet_peak = w.gpu.peak_for(t.compute_dtype) if w.gpu.peak_tflops else peak
+    datasheet_bw = float(w.gpu.hbm_bandwidth_gb_per_s or bw)
+    floor_busy = max(
+        flops.hardware_flops_per_gpu / (max(datasheet_peak, peak) * 1e12),
+        (traffic.matmul_weight_bytes + traffic.optimizer_bytes) / (max(datasheet_bw, bw) * 1e9),
+    )
+    t_roofline = floor_busy * bubble + exposed
+    t_host = host_micro * accum + host_opt
+    terms = {
+        "compute": t_compute,
+        "memory": traffic.total_bytes / (bw * 1e9),
+        "host overhead": t_host if (on_cpu or t_host > device_micro * accum + t_opt_device) else 0.0,
+        "communication": exposed,
+    }
     bottleneck = max(terms, key=lambda k: terms[k])
+    notes: list[str] = []
+    if par.strategy == "fsdp" and accum > 1 and par.shard_group > 1:
+        notes.append(
+            "fsdp with gradient accumulation is modelled as full sharding that re-gathers parameters "
+            "for every micro-batch (FULL_SHARD / reshard_after_forward=True); for sharding that keeps "
+            "them gathered (SHARD_GRAD_OP, ZeRO-2) set hardware.strategy: zero2"
+        )
     return AnalyticEstimate(
         params=params,
         flops=flops,
-        bytes_per_gpu=traffic,
+        bytes_per_gpu=traffic.total_bytes,
         comm=comm,
         memory=memory,
         peak_tflops=peak,
         peak_source=source,
         mem_bw_gb_per_s=bw,
         t_compute_s=t_compute,
-        t_memory_s=t_memory,
+        t_memory_s=traffic.total_bytes / (bw * 1e9),
         t_comm_s=comm.dp_time_s + comm.tp_time_s + comm.pp_time_s + comm.cp_time_s,
         t_comm_exposed_s=exposed,
         pipeline_bubble=bubble,
         t_bound_s=max(t_bound, 1e-9),
+        t_roofline_s=max(min(t_roofline, t_bound), 1e-9),
         bottleneck=bottleneck,
         samples_per_step=samples_per_step(w),
         tokens_per_step=samples_per_step(w) * tokens_per_sample(w) if w.model.is_transformer else None,
         shape=batch_shape(w),
+        notes=tuple(notes),
+        traffic=traffic,
+        t_matmul_s=t_matmul,
+        t_nonmatmul_s=t_nonmatmul,
+        t_dequant_s=t_dequant,
+        t_optimizer_s=t_optimizer,
+        t_host_s=t_host,
     )
