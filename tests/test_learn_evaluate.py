@@ -69,15 +69,45 @@ def test_leave_one_hardware_out_folds_hold_out_exactly_one_gpu(data):
         assert label not in set(kept["gpu"].iloc[train])
 
 
+def test_leave_one_source_out_holds_out_a_source_and_scores_its_single_node_rows(data):
+    X, _, kept = data
+    folds = make_folds("loso", kept, FAST, X)
+    assert sorted(label for _, _, label in folds) == sorted(kept["source"].unique())
+    for train, test, label in folds:
+        assert set(kept["source"].iloc[test]) == {label}
+        assert label not in set(kept["source"].iloc[train])
+        assert (X["num_nodes"].iloc[test] <= 1).all()
+
+
+def test_random_folds_never_split_the_rows_of_one_run(data):
+    _, _, kept = data
+    kept = kept.copy()
+    kept["run_group"] = [f"run{i // 3}" for i in range(len(kept))]  # runs of three rows
+    for train, test, _ in make_folds("random", kept, FAST):
+        assert not set(kept["run_group"].iloc[train]) & set(kept["run_group"].iloc[test])
+
+
+def test_metrics_give_each_run_one_vote():
+    # APEs 0, 100, 20 %; the 100% row is one of four windows of a run (weight 1/4), as is the
+    # 0% row: sorted 0 (0.25), 20 (1), 100 (0.25) -> half of the 1.5 total weight is reached at 20
+    y = np.log([2.0, 4.0, 1.0])
+    pred = np.log([2.0, 2.0, 1.25])
+    assert error_metrics(y, pred, [0.25, 0.25, 1.0])["median_ape_pct"] == pytest.approx(20.0)
+    # coverage: covered rows weigh 0.25 + 1 of 1.5
+    m = interval_metrics([0.1, 0.3, 0.5], [0.0, 0.0, 0.0], [0.3, 0.2, 0.6], [0.25, 0.25, 1.0])
+    assert m["coverage_pct"] == pytest.approx(125 / 1.5)
+
+
 def test_protocol_reports_model_and_both_baselines_on_every_split(data):
     X, y, kept = data
     with synthetic_catalog():
         ev = evaluate_all(X, y, kept, FAST)
-    assert set(ev.summary["split"]) == {"random", "loho", "lofo"}
+    assert set(ev.summary["split"]) == {"random", "loho", "lofo", "loso"}
     assert set(ev.summary["method"]) == {"model", "const", "bound"}
     metrics = ev.metrics()
     # the bound baseline predicts y_hat = 0 (efficiency 1): its error is known in closed form
-    expected_bound = float(np.median(np.abs(np.exp(y) - 1.0)) * 100)
+    # (every synthetic row is its own run, so the one-vote-per-run median is the plain lower median)
+    expected_bound = float(np.quantile(np.abs(np.exp(y) - 1.0) * 100, 0.5, method="inverted_cdf"))
     assert metrics["loho_bound_median_ape_pct"] == pytest.approx(expected_bound)
     # a learned correction of a smooth known efficiency beats a constant efficiency
     assert metrics["loho_median_ape_pct"] < metrics["loho_const_median_ape_pct"]
@@ -161,19 +191,21 @@ def test_cli_evaluate_holdout_through_the_entry_point(tmp_path):
 def test_seed_spread_varies_only_the_seeds(data):
     X, y, kept = data
     with synthetic_catalog():
-        runs = seed_spread(X, y, kept, seeds=2, splits=("random", "loho"), config=FAST)
+        runs = seed_spread(X, y, kept, seeds=2, splits=("random", "loho", "loso"), config=FAST)
         loho = runs[runs["split"] == "loho"].sort_values("seed")["median_ape_pct"].tolist()
+        loso = runs[runs["split"] == "loso"].sort_values("seed")["median_ape_pct"].tolist()
+        headline = [(a + b) / 2 for a, b in zip(loso, loho, strict=True)]  # the headline: their mean
         # the decision's spread: seed 0 taken from the run's own evaluation, seed 1 evaluated
-        spread = headline_spread(X, y, kept, seeds=2, config=FAST, seed0_pct=loho[0])
-    assert sorted(runs["seed"].unique()) == [0, 1] and set(runs["split"]) == {"random", "loho"}
+        spread = headline_spread(X, y, kept, seeds=2, config=FAST, seed0_pct=headline[0])
+    assert sorted(runs["seed"].unique()) == [0, 1] and set(runs["split"]) == {"random", "loho", "loso"}
     random = runs[runs["split"] == "random"]["median_ape_pct"].tolist()
     assert random[0] != random[1]  # different folds and bagging: the spread is not zero by construction
     summary = spread_summary(runs)
     row = summary[(summary["split"] == "loho") & (summary["metric"] == "median_ape_pct")].iloc[0]
     assert row["mean"] == pytest.approx(sum(loho) / 2) and row["min"] == min(loho) and row["max"] == max(loho)
     assert row["std"] == pytest.approx(abs(loho[0] - loho[1]) / math.sqrt(2))  # sample std of two values
-    assert spread.values_pct == pytest.approx(tuple(loho))
-    assert spread.range_pct == pytest.approx(abs(loho[0] - loho[1]))
+    assert spread.values_pct == pytest.approx(tuple(headline))
+    assert spread.range_pct == pytest.approx(abs(headline[0] - headline[1]))
     with pytest.raises(ConfigError, match="at least 2"):
         seed_spread(X, y, kept, seeds=1, config=FAST)
     with pytest.raises(ConfigError, match="unknown split"):

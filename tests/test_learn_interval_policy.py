@@ -50,6 +50,7 @@ def test_in_domain_query_gets_the_hardware_quantile_and_no_warning():
 
 
 def test_unseen_gpu_of_a_seen_generation_warns_without_widening():
+    # source-held-out residuals already include unseen accelerators (most sources measured their own)
     half, warnings = POLICY.interval(query(gpu="A100-40GB"), 0.9)
     assert half == pytest.approx(0.18)
     assert len(warnings) == 1 and "A100-40GB was not in the training data" in warnings[0]
@@ -134,3 +135,61 @@ def test_policy_reads_the_metadata_layout():
     # hardware quantile x2.0 (the metadata's widening); the unseen generation widens x2.0 again
     assert half == pytest.approx(0.18 * 2.0 * 2.0)
     assert any("family 'llama'" in w for w in warnings) and any("generation 'Hopper'" in w for w in warnings)
+
+
+# --- per-regime (Mondrian) calibration -------------------------------------------------------
+
+
+def _regime_policy(cells: dict[str, list[float]]) -> IntervalPolicy:
+    return IntervalPolicy(
+        hardware_scores=[0.1] * 100,
+        family_scores=[],
+        domain=POLICY.domain,
+        regime_scores=cells,
+        min_runs_per_cell=30,
+        thin_evidence_widening=1.25,
+    )
+
+
+def _features(**kw):
+    base = {
+        "num_gpus": 1,
+        "num_nodes": 1,
+        "lora_r": 0,
+        "quantization_bits": 0,
+        "precision": "bf16",
+        "log_params_total": 9.5,
+    }
+    return {**base, **kw}
+
+
+def test_a_well_measured_regime_uses_its_own_residuals():
+    # 40 runs in '1 device|full|16-bit|1B-10B': scores 0.01..0.40; the 90% conformal quantile is
+    # the ceil(0.9 * 41) = 37th smallest = 0.37
+    own = [round(0.01 * i, 2) for i in range(1, 41)]
+    policy = _regime_policy(
+        {
+            "1 device|full|16-bit|1B-10B": own,
+            "1 device|full|16-bit": own,
+            "1 device|full": own,
+            "1 device": own,
+            "*": own,
+        }
+    )
+    half, warnings = policy.regime_half_width(_features(), 0.9)
+    assert half == pytest.approx(0.37) and warnings == ()
+
+
+def test_a_thin_regime_backs_off_to_its_parent_widened_and_says_so():
+    # 5 QLoRA runs: too few; the parent '1 device' (60 runs of 0.2) stands in, x1.25
+    cells = {
+        "1 device|QLoRA|16-bit|1B-10B": [0.1] * 5,
+        "1 device|QLoRA|16-bit": [0.1] * 5,
+        "1 device|QLoRA": [0.1] * 5,
+        "1 device": [0.2] * 60,
+        "*": [0.2] * 60,
+    }
+    half, warnings = _regime_policy(cells).regime_half_width(_features(lora_r=16, quantization_bits=4), 0.9)
+    assert half == pytest.approx(0.2 * 1.25)
+    assert len(warnings) == 1 and "5 in regime 1 device, QLoRA, 16-bit, 1B-10B" in warnings[0]
+    assert "comes from 1 device (60 runs)" in warnings[0]

@@ -84,8 +84,12 @@ def test_in_domain_interval_is_the_grouped_conformal_quantile_without_warnings(t
     model, kept = trained
     with synthetic_catalog():
         (c,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
-    # oracle: numpy's 'lower' quantile at ceil(0.9 (n + 1)) / n of the stored residuals (MAPIE's rule)
-    scores = np.asarray(model.metadata["conformal"]["abs_residuals_sorted"])
+    # oracle: numpy's 'lower' quantile at ceil(0.9 (n + 1)) / n (MAPIE's rule) of the stored
+    # one-vote-per-run residuals of the query's regime (its own cell has >= 30 runs here)
+    cells = model.metadata["conformal"]["mondrian"]["cells"]
+    own = "|".join(_regime(model, kept))
+    assert len(cells[own]) >= 30
+    scores = np.asarray(cells[own])
     n = len(scores)
     q = float(np.quantile(scores, math.ceil(0.9 * (n + 1)) / n, method="lower"))
     assert c.warnings == ()
@@ -123,12 +127,11 @@ def test_out_of_domain_parameter_count_widens_the_interval_and_warns(trained):
         "strategy": "fsdp",
     }
     with synthetic_catalog():
-        (base,) = model.correct(items_for([{**row, "num_gpus": 8, "strategy": "fsdp"}]), 0.9)
         (ood,) = model.correct(items_for([big]), 0.9)
+        features = _features(big)
     assert any("parameter count" in w and "outside the training range" in w for w in ood.warnings)
-    assert (ood.log_high - ood.log_low) == pytest.approx(
-        OOD_WIDENING * (base.log_high - base.log_low), rel=1e-6
-    )
+    regime_half, _ = model.policy.regime_half_width(features, 0.9)
+    assert (ood.log_high - ood.log_low) == pytest.approx(OOD_WIDENING * 2 * regime_half, rel=1e-6)
 
 
 def test_unseen_vendor_widens_and_unseen_gpu_of_a_seen_generation_warns(trained):
@@ -141,7 +144,8 @@ def test_unseen_vendor_widens_and_unseen_gpu_of_a_seen_generation_warns(trained)
         (new_vendor,) = model.correct(items_for([{**row, "gpu": intel}]), 0.9)
     width = base.log_high - base.log_low
     assert any(HELD_OUT_GPU in w and "not in the training data" in w for w in new_gpu.warnings)
-    assert new_gpu.log_high - new_gpu.log_low == pytest.approx(width)  # calibrated for unseen GPUs already
+    # source-held-out residuals already include unseen accelerators: same width, a warning
+    assert new_gpu.log_high - new_gpu.log_low == pytest.approx(width)
     assert any("vendor" in w for w in new_vendor.warnings)
     assert new_vendor.log_high - new_vendor.log_low == pytest.approx(OOD_WIDENING * width)
 
@@ -157,6 +161,22 @@ def test_unseen_model_family_uses_the_held_out_family_calibration(trained):
     q_family = float(np.quantile(family, math.ceil(0.9 * (len(family) + 1)) / len(family), method="lower"))
     expected = max(q_family, base.log_high - base.log_ratio)
     assert new.log_high - new.log_ratio == pytest.approx(expected, abs=1e-5)
+
+
+def _features(row: dict) -> dict:
+    """The learned model's feature row for one feature-table row."""
+    from perfmodel.analytic import estimate
+    from perfmodel.features import feature_frame, workload_from_row
+
+    w = workload_from_row(row)
+    return feature_frame([(w, estimate(w), True)]).iloc[0].to_dict()
+
+
+def _regime(model, kept) -> tuple[str, ...]:
+    from perfmodel.learn.regimes import regime_of
+
+    with synthetic_catalog():
+        return regime_of(_features(in_domain_row(kept)))
 
 
 def _resolvable(name: str) -> bool:

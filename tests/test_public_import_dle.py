@@ -217,7 +217,7 @@ def test_every_row_is_costable(result) -> None:
 
     filled, _ = _fill_from_catalog(result.rows)
     for _, row in filled.iterrows():
-        bound = estimate(workload_from_row(row.to_dict())).t_bound_s
+        bound = estimate(workload_from_row(row.to_dict())).t_roofline_s
         assert math.isfinite(bound) and 0 < bound < row["step_time_s"]
 
 

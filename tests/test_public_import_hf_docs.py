@@ -96,4 +96,4 @@ def test_every_row_is_costable(result) -> None:
 
     filled, _ = _fill_from_catalog(result.rows)
     for _, row in filled.iterrows():
-        assert 0 < estimate(workload_from_row(row.to_dict())).t_bound_s < row["step_time_s"]
+        assert 0 < estimate(workload_from_row(row.to_dict())).t_roofline_s < row["step_time_s"]

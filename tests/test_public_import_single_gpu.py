@@ -52,7 +52,7 @@ def test_rows_conform_cite_and_cost(stem: str) -> None:
     assert {g for g in rows["gpu"] if resolve_gpu_key(g) != g} == set()
     filled, _ = _fill_from_catalog(rows)
     for _, row in filled.iterrows():  # every kept row can be costed (no dimension missing)
-        bound = estimate(workload_from_row(row.to_dict())).t_bound_s
+        bound = estimate(workload_from_row(row.to_dict())).t_roofline_s
         assert 0 < bound < row["step_time_s"]  # measured steps are slower than the roofline
 
 

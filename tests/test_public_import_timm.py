@@ -146,7 +146,7 @@ def test_every_row_is_costable(result) -> None:
     from perfmodel.codec import workload_from_row
 
     for _, row in result.rows.iterrows():
-        bound = estimate(workload_from_row(row.to_dict())).t_bound_s
+        bound = estimate(workload_from_row(row.to_dict())).t_roofline_s
         assert math.isfinite(bound) and 0 < bound < row["step_time_s"]
 
 

@@ -163,7 +163,7 @@ def evaluate_command(
 ) -> None:
     """Print the evaluation table (all splits, model vs baselines, interval coverage), the
     errors on one held-out group with --holdout, or the seed-to-seed spread with --seeds."""
-    from perfmodel.cli.render_eval import breakdown_table, summary_table
+    from perfmodel.cli.render_eval import breakdown_table, regime_tables, summary_table
     from perfmodel.learn.evaluate import evaluate_features
     from perfmodel.learn.metrics import TARGETS
 
@@ -181,6 +181,7 @@ def evaluate_command(
                     "holdout": None if group is None else {"key": group[0], "value": group[1]},
                     "summary": evaluation.summary.to_dict("records"),
                     "breakdown": evaluation.breakdown.to_dict("records"),
+                    "regimes": [] if evaluation.regimes is None else evaluation.regimes.to_dict("records"),
                     "metrics": evaluation.metrics(),
                     "skipped_splits": evaluation.skipped,
                     "targets": TARGETS if group is None else {},
@@ -191,6 +192,8 @@ def evaluate_command(
     console = _common.stdout_console()
     title = "evaluation" if group is None else f"held out {group[0]}={group[1]}"
     console.print(summary_table(evaluation.summary, title))
+    for table in regime_tables(evaluation.regimes):
+        console.print(table)
     if group is not None:
         console.print(breakdown_table(evaluation.breakdown))
         widened = int(evaluation.predictions["widened"].sum())

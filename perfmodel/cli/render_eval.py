@@ -35,7 +35,20 @@ BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("coverage90_pct", "cov90 %"),
 )
 """(breakdown column, label) of the per-GPU / per-source tables."""
-LEFT = {"split", "method", "by", "key", "metric"}
+REGIME_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("scale", "scale"),
+    ("method", "method"),
+    ("precision", "precision"),
+    ("params", "params"),
+    ("n_rows", "rows"),
+    ("n_runs", "runs"),
+    ("model_median_ape_pct", "median APE %"),
+    ("const_median_ape_pct", "const APE %"),
+    ("coverage90_pct", "cov90 %"),
+    ("width90_pct", "width90 %"),
+)
+"""(regime table column, label) of the per-regime tables."""
+LEFT = {"split", "method", "by", "key", "metric", "scale", "precision", "params"}
 
 
 def fmt_cell(value: Any) -> str:
@@ -88,13 +101,35 @@ def breakdown_markdown(table: Any) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
+def _regime_rows(table: Any, split: str) -> list[list[str]]:
+    part = table[table["split"] == split]
+    return [
+        [str(rec[k]) if k in LEFT else fmt_cell(rec[k]) for k, _ in REGIME_COLUMNS]
+        for rec in part.to_dict("records")
+    ]
+
+
+def regime_markdown(table: Any) -> str:
+    """One Markdown table per headline split: error and coverage per regime."""
+    if table is None or not len(table):
+        return ""
+    lines: list[str] = []
+    for split in dict.fromkeys(table["split"]):
+        lines += [
+            f"\n**{SPLITS.get(split, split)} by regime**\n",
+            *_md_table([lb for _, lb in REGIME_COLUMNS], _regime_rows(table, split)),
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def evaluation_markdown(evaluation: Any, title: str = "Evaluation") -> str:
-    """The whole evaluation (summary, then per-GPU and per-source tables) as a Markdown page."""
+    """The whole evaluation (summary, regimes, then per-GPU and per-source tables) as Markdown."""
     skipped = "".join(f"\nskipped {split}: {reason}\n" for split, reason in evaluation.skipped.items())
     return (
         f"# {title}\n\n"
         + summary_markdown(evaluation.summary)
         + "\n"
+        + regime_markdown(getattr(evaluation, "regimes", None))
         + breakdown_markdown(evaluation.breakdown)
         + skipped
     )
@@ -127,6 +162,23 @@ def breakdown_table(table: Any, title: str = "by hardware and source") -> Any:
         by = group_title.rsplit(" by ", 1)[1]
         for cells in rows:
             out.add_row(by, *cells)
+    return out
+
+
+def regime_tables(table: Any) -> list[Any]:
+    """One Rich table per headline split: error and coverage per regime."""
+    from rich.table import Table
+
+    out: list[Any] = []
+    if table is None or not len(table):
+        return out
+    for split in dict.fromkeys(table["split"]):
+        rich = Table(title=f"{SPLITS.get(split, split)} by regime")
+        for key, label in REGIME_COLUMNS:
+            rich.add_column(label, justify="left" if key in LEFT else "right")
+        for cells in _regime_rows(table, split):
+            rich.add_row(*cells)
+        out.append(rich)
     return out
 
 

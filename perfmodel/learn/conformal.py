@@ -63,6 +63,8 @@ class GroupedCalibration:
 
     scores: Any
     """Sorted absolute out-of-fold residuals |y - y_oof| of log(step time / bound) (numpy array)."""
+    row_scores: Any
+    """The same residuals in row order (NaN where a row could not be scored)."""
     splitter: str
     """How the calibration folds were formed."""
     mapie: Any
@@ -74,9 +76,10 @@ class GroupedCalibration:
 
 
 def calibrate_grouped(
-    X: Any, y: Any, groups: Any, *, config: LGBMConfig, max_splits: int = 12
+    X: Any, y: Any, groups: Any, *, config: LGBMConfig, max_splits: int = 12, sample_weight: Any = None
 ) -> GroupedCalibration:
-    """Grouped out-of-fold conformity scores of the LightGBM regressor, computed by MAPIE."""
+    """Grouped out-of-fold conformity scores of the LightGBM regressor, computed by MAPIE
+    (`sample_weight` is split by fold with the rows, so each fold's fit weighs runs equally)."""
     import warnings
 
     import numpy as np
@@ -96,7 +99,37 @@ def calibrate_grouped(
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        mapie.fit_conformalize(X, np.asarray(y, dtype=float), groups=np.asarray(groups))
-    scores = np.sort(np.asarray(mapie.conformity_scores, dtype=float))
-    scores = scores[np.isfinite(scores)]
-    return GroupedCalibration(scores=scores, splitter=description, mapie=mapie)
+        fit_params = (
+            None if sample_weight is None else {"sample_weight": np.asarray(sample_weight, dtype=float)}
+        )
+        mapie.fit_conformalize(
+            X, np.asarray(y, dtype=float), groups=np.asarray(groups), fit_params=fit_params
+        )
+    row_scores = np.asarray(mapie.conformity_scores, dtype=float)
+    scores = np.sort(row_scores[np.isfinite(row_scores)])
+    return GroupedCalibration(scores=scores, row_scores=row_scores, splitter=description, mapie=mapie)
+
+
+def mondrian_scores(row_scores: Any, regimes: Any, run_groups: Any) -> dict[str, list[float]]:
+    """Per-regime conformity scores (Mondrian conformal), one vote per measured run.
+
+    The rows of one run (logged windows, repeats) are one exchangeable unit, so each run counts
+    once with the median of its rows' scores. Every run's score joins its own regime cell and
+    every coarser cell (`regimes.cell_keys`); the result maps cell key -> ascending scores, from
+    which `conformal_quantile` gives each regime its half-width."""
+    import numpy as np
+    import pandas as pd
+
+    from perfmodel.learn.regimes import cell_keys
+
+    frame = pd.DataFrame(
+        {"score": np.asarray(row_scores, dtype=float), "group": [str(g) for g in run_groups]}
+    )
+    frame["regime"] = [tuple(r) for r in regimes]
+    frame = frame[np.isfinite(frame["score"])]
+    per_run = frame.groupby("group", sort=True).agg(score=("score", "median"), regime=("regime", "first"))
+    cells: dict[str, list[float]] = {}
+    for score, regime in zip(per_run["score"], per_run["regime"], strict=True):
+        for key in cell_keys(regime):
+            cells.setdefault(key, []).append(float(score))
+    return {key: sorted(round(v, 5) for v in values) for key, values in sorted(cells.items())}

@@ -1,8 +1,12 @@
 """The evaluation protocol (DESIGN.md, "Evaluation protocol"): folds, out-of-fold predictions
 fitted in worker processes, and the tables of `perfmodel.learn.metrics`.
 
-Splits (`metrics.SPLITS`): random 5-fold (seen everything), leave-one-hardware-out (group = `gpu`,
-the headline) and leave-one-model-family-out (group = `model_family`). In every outer fold the
+Splits (`metrics.SPLITS`): random 5-fold over runs (seen everything), leave-one-hardware-out (group
+= `gpu`), leave-one-model-family-out (group = `model_family`) and leave-one-source-out over single-GPU
+/ single-node rows (each source with such rows is held out whole; its single-node rows are scored:
+an unseen lab's setup, the closest stand-in for a user's own job). The headlines are
+leave-one-source-out and leave-one-hardware-out. Rows of one run (`run_group`) are never split
+across folds, and every metric weighs rows so one run is one vote (`sample_weight`). In every outer fold the
 complete learned model - point predictor, grouped conformal calibration, training domain - is
 fitted on the training folds only (`fit.fit_fold_model`: the fit `fit_learned_model` makes for
 the shipped model, point predictions read from the calibration's own fit), then scored on the
@@ -21,8 +25,24 @@ from typing import Any
 
 from perfmodel.errors import ConfigError, DataError
 from perfmodel.learn.conformal import CALIBRATION_LEVELS
-from perfmodel.learn.fit import FAMILY_COLUMN, GROUP_COLUMN, fit_fold_model, queries_for_rows
-from perfmodel.learn.metrics import HEADLINE_METRIC, SPLITS, breakdown, flat_metrics, pct, summarize
+from perfmodel.learn.fit import (
+    CALIBRATION_COLUMN,
+    FAMILY_COLUMN,
+    GROUP_COLUMN,
+    fit_fold_model,
+    queries_for_rows,
+    run_groups,
+    run_weights,
+)
+from perfmodel.learn.metrics import (
+    HEADLINE_METRIC,
+    SPLITS,
+    breakdown,
+    flat_metrics,
+    pct,
+    regime_table,
+    summarize,
+)
 from perfmodel.learn.regressor import LGBMConfig
 
 Progress = Callable[[str], None]
@@ -60,6 +80,8 @@ class Evaluation:
     """One row per (split, method): error and coverage metrics (`metrics.summarize`)."""
     breakdown: Any
     """Per split, per gpu and per source: errors of each method and coverage."""
+    regimes: Any = None
+    """Per headline split and regime: errors and coverage (`metrics.regime_table`)."""
     skipped: dict[str, str]
     """Splits that could not run, with the reason."""
 
@@ -77,6 +99,7 @@ def _tabulate(predictions: Any, skipped: dict[str, str]) -> Evaluation:
         predictions=predictions,
         summary=summarize(predictions),
         breakdown=breakdown(predictions),
+        regimes=regime_table(predictions),
         skipped=skipped,
     )
 
@@ -84,18 +107,38 @@ def _tabulate(predictions: Any, skipped: dict[str, str]) -> Evaluation:
 # --- folds ----------------------------------------------------------------------------------
 
 
-def make_folds(split: str, kept: Any, config: EvalConfig) -> list[tuple[Any, Any, str]]:
+def single_node_mask(X: Any) -> Any:
+    """Rows of jobs on one GPU or one node (the users' regime)."""
+    import numpy as np
+
+    return np.asarray(X["num_nodes"].astype(float) <= 1, dtype=bool)
+
+
+def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list[tuple[Any, Any, str]]:
     """(train_idx, test_idx, label) for each outer fold of `split`."""
     import numpy as np
-    from sklearn.model_selection import KFold, LeaveOneGroupOut
+    from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
     n = len(kept)
     if split == "random":
-        k = min(config.random_folds, n)
+        runs = np.asarray(run_groups(kept))
+        k = min(config.random_folds, len(np.unique(runs)))
         if k < 2:
-            raise DataError(f"random split needs at least 2 rows, got {n}")
-        kf = KFold(n_splits=k, shuffle=True, random_state=config.seed)
-        return [(tr, te, f"fold{i}") for i, (tr, te) in enumerate(kf.split(np.zeros(n)))]
+            raise DataError(f"random split needs at least 2 runs, got {len(np.unique(runs))}")
+        kf = GroupKFold(n_splits=k, shuffle=True, random_state=config.seed)
+        return [(tr, te, f"fold{i}") for i, (tr, te) in enumerate(kf.split(np.zeros(n), groups=runs))]
+    if split == "loso":
+        if X is None:
+            raise DataError("leave-one-source-out needs the feature frame")
+        sources = np.asarray([str(s) for s in kept[CALIBRATION_COLUMN]])
+        single = single_node_mask(X)
+        folds = []
+        for source in sorted(set(sources[single])):
+            held = sources == source
+            folds.append((np.flatnonzero(~held), np.flatnonzero(held & single), source))
+        if len(set(sources)) < 2 or not folds:
+            raise DataError("leave-one-source-out needs at least 2 sources and single-node rows")
+        return folds
     column = {"loho": GROUP_COLUMN, "lofo": FAMILY_COLUMN}.get(split)
     if column is None:
         raise ConfigError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
@@ -141,8 +184,14 @@ def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, confi
             "gpu": [q.gpu for q in queries],
             "source": [str(s) for s in kept_te["source"]],
             "model_family": families,
+            "weight": run_weights(kept_te),
         }
     )
+    from perfmodel.learn.regimes import regime_frame
+
+    regimes = regime_frame(X_te).reset_index(drop=True)
+    for column in regimes.columns:
+        out[column] = regimes[column].to_numpy()
     for c in CALIBRATION_LEVELS:
         out[f"half{pct(c)}"] = [policy.interval(q, c)[0] for q in queries]
     return out
@@ -161,7 +210,7 @@ def run_splits(
     tasks, skipped = [], {}
     for split in splits:
         try:
-            folds = make_folds(split, kept, config)
+            folds = make_folds(split, kept, config, X)
         except DataError as exc:
             skipped[split] = str(exc)
             continue

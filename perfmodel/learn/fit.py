@@ -16,9 +16,33 @@ from perfmodel.learn.regressor import LGBMConfig
 from perfmodel.learn.shipped import LearnedModel
 
 GROUP_COLUMN = "gpu"
-"""Feature-table column whose values define the calibration groups (held-out hardware)."""
+"""Feature-table column naming the accelerator (the training domain's hardware)."""
+CALIBRATION_COLUMN = "source"
+"""Feature-table column whose values define the calibration groups: a held-out source is an
+unseen lab's setup (its software, data pipeline and measuring habits), the closest stand-in for a
+user's own job; its rows are often on accelerators no other source measured, too."""
 FAMILY_COLUMN = "model_family"
 """Column of the second calibration (held-out model family), used for unseen families."""
+
+
+def run_weights(kept: Any) -> Any:
+    """One vote per measured run: the feature table's sample_weight (1/k for the k rows of a run),
+    1 where it is missing."""
+    import numpy as np
+
+    if "sample_weight" not in kept:
+        return np.ones(len(kept))
+    w = np.asarray(kept["sample_weight"].astype(float), dtype=float)
+    return np.where(np.isfinite(w) & (w > 0), w, 1.0)
+
+
+def run_groups(kept: Any) -> list[str]:
+    """Each row's run (rows of one run share it): run_group, else the row's own id."""
+    groups = kept["run_group"] if "run_group" in kept else kept["row_id"]
+    return [
+        str(g) if g is not None and str(g) not in ("", "<NA>", "nan") else str(r)
+        for g, r in zip(groups, kept["row_id"], strict=True)
+    ]
 
 
 def hardware_of(gpus: Any) -> tuple[list[str], list[str]]:
@@ -83,6 +107,19 @@ def _residuals(calibration: GroupedCalibration) -> dict[str, Any]:
     }
 
 
+def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> dict[str, Any]:
+    from perfmodel.learn.conformal import mondrian_scores
+    from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
+
+    regimes = [regime_of(row) for row in X.to_dict("records")]
+    return {
+        "levels": list(LEVELS),
+        "min_runs_per_cell": MIN_RUNS_PER_CELL,
+        "thin_evidence_widening": THIN_EVIDENCE_WIDENING,
+        "cells": mondrian_scores(calibration.row_scores, regimes, run_groups(kept)),
+    }
+
+
 def build_metadata(
     X: Any,
     y: Any,
@@ -107,9 +144,11 @@ def build_metadata(
         "num_trees": num_trees,
         "hyperparameters": config.to_params(),
         "conformal": {
-            "method": "MAPIE CrossConformalRegressor(method='base', conformity_score='absolute')",
-            "calibration_groups": GROUP_COLUMN,
+            "method": "MAPIE CrossConformalRegressor(method='base', conformity_score='absolute'), "
+            "Mondrian per regime",
+            "calibration_groups": CALIBRATION_COLUMN,
             **_residuals(calibration),
+            "mondrian": _mondrian(X, kept, calibration),
             "family": None
             if family_calibration is None
             else {"calibration_groups": FAMILY_COLUMN, **_residuals(family_calibration)},
@@ -117,10 +156,12 @@ def build_metadata(
         "ood_widening": OOD_WIDENING,
         "interval_policy": (
             "half-width = conformal quantile of out-of-fold |log residuals| from cross-validation "
-            f"holding out whole accelerators ({GROUP_COLUMN}); unseen GPU: same interval plus a "
-            f"warning; unseen model family: the larger of that and the quantile from cross-validation "
-            f"holding out whole model families ({FAMILY_COLUMN}), plus a warning; outside the "
-            f"training domain: half-width x{OOD_WIDENING:g} plus a warning"
+            f"holding out whole sources ({CALIBRATION_COLUMN}), one vote per run, in the query's regime "
+            "(scale x method x precision x parameters; Mondrian); a regime with too few runs uses the "
+            "nearest coarser regime, widened, with a warning; unseen GPU: same interval plus a warning; "
+            "unseen model family: the larger of that and the quantile from cross-validation holding "
+            f"out whole model families ({FAMILY_COLUMN}), plus a warning; outside the training domain: "
+            f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
         "domain": training_domain(X, kept),
     }
@@ -131,12 +172,14 @@ def _calibrations(
 ) -> tuple[GroupedCalibration, GroupedCalibration | None]:
     import numpy as np
 
-    groups = np.asarray([str(g) for g in kept[GROUP_COLUMN]])
-    calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits)
+    weights = run_weights(kept)
+    groups = np.asarray([str(g) for g in kept[CALIBRATION_COLUMN]])
+    calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits, sample_weight=weights)
     families = np.asarray([str(f) for f in kept[FAMILY_COLUMN]])
     if not family_calibration or len(np.unique(families)) < 2:
         return calibration, None
-    return calibration, calibrate_grouped(X, y, families, config=config, max_splits=max_splits)
+    family = calibrate_grouped(X, y, families, config=config, max_splits=max_splits, sample_weight=weights)
+    return calibration, family
 
 
 def fit_learned_model(
@@ -149,16 +192,17 @@ def fit_learned_model(
     family_calibration: bool = True,
 ) -> tuple[LearnedModel, GroupedCalibration]:
     """Fit the point predictor on every row and calibrate it on grouped out-of-fold residuals:
-    holding out accelerators, and (when `family_calibration` and there are >= 2 families)
+    holding out sources (per regime), and (when `family_calibration` and there are >= 2 families)
     holding out model families. Returns the model and the hardware calibration."""
     from perfmodel.learn.regressor import LGBMRatioRegressor
 
-    booster = LGBMRatioRegressor(config).fit(X, y).booster_
+    regressor = LGBMRatioRegressor(config).fit(X, y, sample_weight=run_weights(kept))
+    booster = regressor.booster_
     calibration, family_cal = _calibrations(
         X, y, kept, config=config, max_splits=max_splits, family_calibration=family_calibration
     )
     metadata = build_metadata(X, y, kept, int(booster.num_trees()), calibration, config, family_cal)
-    return LearnedModel(booster, metadata), calibration
+    return LearnedModel(regressor, metadata), calibration
 
 
 def fit_fold_model(

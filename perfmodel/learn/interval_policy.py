@@ -2,9 +2,13 @@
 
 Recorded in every model's metadata ("interval_policy"):
   * the half-width is the conformal quantile of out-of-fold |residuals| from cross-validation
-    that holds out whole accelerators, so every interval speaks for predicting unseen hardware;
-  * a GPU that was never in training gets that interval unchanged (it is what the calibration
-    measured) plus a warning;
+    that holds out whole sources (an unseen lab's setup), one vote per measured run, taken in the
+    query's own regime (`perfmodel.learn.regimes`: Mondrian conformal), so a well-measured regime
+    gets a narrow interval; a regime with fewer than `MIN_RUNS_PER_CELL` runs uses the nearest
+    coarser regime's residuals widened by `THIN_EVIDENCE_WIDENING`, and a warning names it;
+  * a GPU that was never in training (of a vendor and generation that were) gets that interval
+    unchanged plus a warning: most sources are the only measurements of their accelerators, so
+    the source-held-out residuals already include predicting unseen ones;
   * a model family that was never in training gets the larger of that quantile and the one from
     cross-validation holding out whole model families, plus a warning;
   * a query outside the training domain - unseen accelerator vendor or generation, unseen
@@ -23,6 +27,7 @@ from typing import Any
 
 from perfmodel.errors import ConfigError
 from perfmodel.learn.conformal import conformal_quantile
+from perfmodel.learn.regimes import MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, cell_keys, describe, regime_of
 
 OOD_WIDENING = 1.5
 """Half-width multiplier for out-of-domain queries."""
@@ -70,6 +75,8 @@ class DomainCheck:
     """The model family was not in training: the family calibration applies."""
     widen: bool
     """The query is outside the training domain: the half-width is multiplied by the widening."""
+    unseen_gpu: bool = False
+    """The accelerator was not in training (its vendor and generation were): widened too."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,10 +150,11 @@ def check_domain(query: Query, domain: TrainingDomain, widening: float) -> Domai
             f"accelerator generation {query.generation!r} was not in the training data; "
             f"interval widened x{widening:g}"
         )
-    if query.gpu not in domain.gpus_seen and not widen:
+    unseen_gpu = query.gpu not in domain.gpus_seen and not widen
+    if unseen_gpu:
         warns.append(
             f"{query.gpu} was not in the training data: the prediction transfers from similar "
-            f"accelerators; the interval is calibrated on held-out-hardware errors"
+            f"accelerators; the interval is calibrated on held-out-source errors"
         )
     for feature, words in RANGE_CHECKED_FEATURES.items():
         lo, hi = domain.numeric_ranges.get(feature, (None, None))
@@ -167,7 +175,7 @@ def check_domain(query: Query, domain: TrainingDomain, widening: float) -> Domai
         if str(value) not in seen:
             widen = True
             warns.append(f"{words} {value!r} was not in the training data; interval widened x{widening:g}")
-    return DomainCheck(warnings=tuple(warns), new_family=new_family, widen=widen)
+    return DomainCheck(warnings=tuple(warns), new_family=new_family, widen=widen, unseen_gpu=unseen_gpu)
 
 
 class IntervalPolicy:
@@ -180,9 +188,17 @@ class IntervalPolicy:
         family_scores: Sequence[float],
         domain: TrainingDomain,
         ood_widening: float = OOD_WIDENING,
+        regime_scores: Mapping[str, Sequence[float]] | None = None,
+        min_runs_per_cell: int = MIN_RUNS_PER_CELL,
+        thin_evidence_widening: float = THIN_EVIDENCE_WIDENING,
     ) -> None:
         self.hardware_scores = list(hardware_scores)
-        """Sorted |log residuals| of the held-out-hardware calibration."""
+        """Sorted |log residuals| of the main (grouped) calibration, all regimes together."""
+        self.regime_scores = {k: list(v) for k, v in (regime_scores or {}).items()}
+        """Regime cell key -> sorted one-vote-per-run |log residuals| (Mondrian); empty for models
+        calibrated before regimes existed (then every query uses `hardware_scores`)."""
+        self.min_runs_per_cell = int(min_runs_per_cell)
+        self.thin_evidence_widening = float(thin_evidence_widening)
         self.family_scores = list(family_scores)
         """Sorted |log residuals| of the held-out-model-family calibration (may be empty)."""
         self.domain = domain
@@ -192,12 +208,45 @@ class IntervalPolicy:
     def from_metadata(cls, metadata: Mapping[str, Any]) -> IntervalPolicy:
         conformal = metadata["conformal"]
         family = conformal.get("family") or {}
+        mondrian = conformal.get("mondrian") or {}
         return cls(
             hardware_scores=conformal["abs_residuals_sorted"],
             family_scores=family.get("abs_residuals_sorted") or [],
             domain=TrainingDomain.from_metadata(metadata["domain"]),
             ood_widening=float(metadata.get("ood_widening", OOD_WIDENING)),
+            regime_scores=mondrian.get("cells"),
+            min_runs_per_cell=int(mondrian.get("min_runs_per_cell", MIN_RUNS_PER_CELL)),
+            thin_evidence_widening=float(mondrian.get("thin_evidence_widening", THIN_EVIDENCE_WIDENING)),
         )
+
+    def regime_half_width(
+        self, features: Mapping[str, Any], confidence: float
+    ) -> tuple[float, tuple[str, ...]]:
+        """Half-width (log) from the residuals of the query's regime (Mondrian conformal): its own
+        cell when it has `min_runs_per_cell` runs, else the nearest coarser cell that does (or the
+        largest one), widened by `thin_evidence_widening`, with a warning naming what stands in."""
+        if not self.regime_scores:
+            return self.half_width(confidence, "hardware")
+        keys = cell_keys(regime_of(features))
+        chosen = next((k for k in keys if len(self.regime_scores.get(k, ())) >= self.min_runs_per_cell), None)
+        if chosen is None:  # nothing is well measured (a small model): the largest pool there is
+            chosen = max(keys, key=lambda k: len(self.regime_scores.get(k, ())))
+        scores = self.regime_scores.get(chosen, ()) or self.hardware_scores
+        q = conformal_quantile(scores, float(confidence))
+        warns: tuple[str, ...] = ()
+        if math.isinf(q):
+            q = scores[-1] if scores else 1.0
+            warns = (
+                f"only {len(scores)} calibration runs: the {confidence:.0%} interval uses the largest residual",
+            )
+        if chosen != keys[0]:
+            own = len(self.regime_scores.get(keys[0], ()))
+            q *= self.thin_evidence_widening
+            warns += (
+                f"few measured runs like this one ({own} in regime {describe(keys[0])}): the interval "
+                f"comes from {describe(chosen)} ({len(scores)} runs), widened x{self.thin_evidence_widening:g}",
+            )
+        return q, warns
 
     def half_width(self, confidence: float, calibration: str = "hardware") -> tuple[float, tuple[str, ...]]:
         """Conformal half-width of the log interval at `confidence` from the residuals of
@@ -227,7 +276,9 @@ class IntervalPolicy:
 
     def interval(self, query: Query, confidence: float) -> tuple[float, tuple[str, ...]]:
         """The query's half-width (log) after the policy, and every warning that explains it."""
-        q, level_warn = self.half_width(confidence, "hardware")
+        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+            raise ConfigError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+        q, level_warn = self.regime_half_width(query.features, confidence)
         check = self.check(query)
         if check.new_family:
             q_fam, warn_fam = self.half_width(confidence, "family")

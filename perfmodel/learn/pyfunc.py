@@ -100,12 +100,12 @@ def model_signature() -> Any:
 
 def predict_rows(model: Any, rows: Any, confidence: float = 0.9) -> Any:
     """Predictions of a `LearnedModel` for feature-table rows (the pyfunc's output frame)."""
-    import math
 
     import pandas as pd
 
     from perfmodel.analytic import estimate
     from perfmodel.features import workload_from_row
+    from perfmodel.prediction import learned_step_interval
 
     items = []
     for row in pd.DataFrame(rows).to_dict("records"):
@@ -114,16 +114,16 @@ def predict_rows(model: Any, rows: Any, confidence: float = 0.9) -> Any:
     corrections = model.correct(items, confidence)
     out = []
     for (_, est), c in zip(items, corrections, strict=True):
-        bound = est.t_bound_s
+        step, _ = learned_step_interval(est, c.log_ratio, c.log_low, c.log_high)  # as predict: floored
         out.append(
             {
-                "t_bound_s": bound,
+                "t_bound_s": est.t_bound_s,
                 "log_ratio": c.log_ratio,
                 "log_low": c.log_low,
                 "log_high": c.log_high,
-                "step_time_s": bound * math.exp(c.log_ratio),
-                "step_time_low_s": bound * math.exp(c.log_low),
-                "step_time_high_s": bound * math.exp(c.log_high),
+                "step_time_s": step.estimate,
+                "step_time_low_s": step.low,
+                "step_time_high_s": step.high,
                 "warnings": "; ".join(c.warnings),
             }
         )

@@ -1,6 +1,14 @@
 """The LightGBM regressor behind the learned correction, with the scikit-learn estimator API so
 that scikit-learn splitters and MAPIE can clone and refit it.
 
+Two device classes, two boosters: a CPU and an accelerator are different machines (a CPU runs
+eager ops synchronously on the cores that also compute; its BLAS, caches and memory system have
+nothing in common with a GPU's), so one correction learned from both lets a few hundred CPU rows
+pull GPU predictions of similar-looking workloads (eager Hugging Face models, LoRA) far off. When
+both classes have at least `MIN_ROWS_PER_DEVICE_CLASS` rows, CPU rows (feature `vendor` == 'cpu')
+get their own booster; otherwise one booster fits all. Both are stored in one model text,
+accelerators first, the CPU booster after the `CPU_MARKER` line.
+
 Early stopping uses a seeded random validation split carved out of the rows it is fitted on,
 so in cross-validation it only ever sees the training folds. After early stopping picks the
 number of trees, the booster is refitted on all of its rows with that many trees.
@@ -12,6 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sklearn.base import BaseEstimator, RegressorMixin
+
+from perfmodel.learn.devices import MIN_ROWS_PER_DEVICE_CLASS, cpu_rows, join_model_texts, predict_by_device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,13 +91,15 @@ def _as_frame(X: Any) -> Any:
     return categorize(frame)
 
 
-def fit_booster(X: Any, y: Any, config: LGBMConfig) -> Any:
-    """Fit a LightGBM booster on (X, y) with internal early stopping; returns `lgb.Booster`."""
+def fit_booster(X: Any, y: Any, config: LGBMConfig, sample_weight: Any = None) -> Any:
+    """Fit a LightGBM booster on (X, y) with internal early stopping; returns `lgb.Booster`.
+    `sample_weight` (one vote per measured run) weighs the rows of the fit."""
     import lightgbm as lgb
     import numpy as np
 
     X = _as_frame(X)
     y = np.asarray(y, dtype=float)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
     params = config.lgb_params()
     rounds = config.n_estimators
     n = len(y)
@@ -96,8 +108,14 @@ def fit_booster(X: Any, y: Any, config: LGBMConfig) -> Any:
         order = rng.permutation(n)
         n_val = max(int(round(n * config.validation_fraction)), 1)
         val, tr = order[:n_val], order[n_val:]
-        train_set = lgb.Dataset(X.iloc[tr], y[tr], free_raw_data=False)
-        val_set = lgb.Dataset(X.iloc[val], y[val], reference=train_set, free_raw_data=False)
+        train_set = lgb.Dataset(X.iloc[tr], y[tr], weight=None if w is None else w[tr], free_raw_data=False)
+        val_set = lgb.Dataset(
+            X.iloc[val],
+            y[val],
+            weight=None if w is None else w[val],
+            reference=train_set,
+            free_raw_data=False,
+        )
         probe = lgb.train(
             params,
             train_set,
@@ -106,7 +124,7 @@ def fit_booster(X: Any, y: Any, config: LGBMConfig) -> Any:
             callbacks=[lgb.early_stopping(config.early_stopping_rounds, verbose=False)],
         )
         rounds = max(int(probe.best_iteration or config.n_estimators), 1)
-    full = lgb.Dataset(X, y, free_raw_data=False)
+    full = lgb.Dataset(X, y, weight=w, free_raw_data=False)
     return lgb.train(params, full, num_boost_round=rounds)
 
 
@@ -116,12 +134,27 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, config: LGBMConfig | None = None) -> None:
         self.config = config
 
-    def fit(self, X: Any, y: Any) -> LGBMRatioRegressor:
-        self.booster_ = fit_booster(X, y, self.config or LGBMConfig())
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LGBMRatioRegressor:
+        import numpy as np
+
+        config = self.config or LGBMConfig()
+        X = _as_frame(X)
+        y = np.asarray(y, dtype=float)
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        cpu = cpu_rows(X)
+        self.cpu_booster_ = None
+        if cpu.sum() >= MIN_ROWS_PER_DEVICE_CLASS and (~cpu).sum() >= MIN_ROWS_PER_DEVICE_CLASS:
+            self.booster_ = fit_booster(X[~cpu], y[~cpu], config, None if w is None else w[~cpu])
+            self.cpu_booster_ = fit_booster(X[cpu], y[cpu], config, None if w is None else w[cpu])
+        else:
+            self.booster_ = fit_booster(X, y, config, w)
         self.n_features_in_ = self.booster_.num_feature()
         return self
 
     def predict(self, X: Any) -> Any:
-        import numpy as np
+        return predict_by_device(self.booster_, self.cpu_booster_, _as_frame(X))
 
-        return np.asarray(self.booster_.predict(_as_frame(X)), dtype=float)
+    def model_text(self) -> str:
+        """Both boosters as one stored model text (`join_model_texts`)."""
+        cpu = None if self.cpu_booster_ is None else str(self.cpu_booster_.model_to_string())
+        return join_model_texts(str(self.booster_.model_to_string()), cpu)

@@ -81,9 +81,11 @@ def describe_run(data: TrainingData, metrics: dict[str, float], decision: str) -
         f"LightGBM x roofline on {len(data.y):,} rows of dataset `{data.sha256[:8]}` "
         f"({data.kept['gpu'].nunique()} accelerators, {data.kept['model_family'].nunique()} model families).",
         "",
-        f"**{SPLITS['loho']} median APE {pct(HEADLINE_METRIC)}** (random {pct('random_median_ape_pct')}, "
+        f"**Headline median APE {pct(HEADLINE_METRIC)}**: {SPLITS['loso']} {pct('loso_median_ape_pct')}, "
+        f"{SPLITS['loho']} {pct('loho_median_ape_pct')} (random {pct('random_median_ape_pct')}, "
         f"model family held out {pct('lofo_median_ape_pct')}); 90% intervals cover "
-        f"{pct('coverage90_loho_pct')} of held-out-hardware rows.",
+        f"{pct('coverage90_loso_pct')} of held-out-source rows and {pct('coverage90_loho_pct')} of "
+        "held-out-hardware rows.",
     ]
     if decision:
         lines += ["", f"Champion: {decision}."]
@@ -121,6 +123,7 @@ def write_artifacts(evaluation: Evaluation, booster: Any, out: Path) -> list[Pat
     tables = {
         "evaluation.csv": evaluation.summary,
         "evaluation_breakdown.csv": evaluation.breakdown,
+        "evaluation_regimes.csv": evaluation.regimes,
         "oof_predictions.csv": evaluation.predictions,
     }
     md = out / "evaluation.md"

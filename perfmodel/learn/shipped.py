@@ -60,15 +60,20 @@ def query_for(w: Workload, features: Mapping[str, Any]) -> Query:
 class LearnedModel:
     """A LightGBM model of log(t / t_bound) plus its conformal calibration and training domain.
 
-    `trees` is a `lightgbm.Booster`, or None to build one lazily from `model_text`."""
+    `trees` is a fitted `LGBMRatioRegressor` or `lightgbm.Booster`, or None to build the
+    booster(s) lazily from `model_text` (the accelerator booster, and after a marker line a CPU
+    booster: `regressor.join_model_texts`)."""
 
     kind: str = "learned"
 
     def __init__(self, trees: Any, metadata: dict[str, Any], model_text: str | None = None) -> None:
         if trees is None and model_text is None:
             raise DataError("a LearnedModel needs a booster or its model text")
-        self._booster = trees
+        self._boosters: tuple[Any, Any] | None = None
         self._model_text = model_text
+        if trees is not None:
+            cpu = getattr(trees, "cpu_booster_", None)
+            self._boosters = (getattr(trees, "booster_", trees), cpu)
         self.metadata = metadata
         self.version: str = str(metadata.get("version", "unversioned"))
         self.trained_rows: int = int(metadata.get("trained_rows", 0))
@@ -96,18 +101,34 @@ class LearnedModel:
 
     @property
     def model_text(self) -> str:
-        """The booster in LightGBM's text format."""
+        """The booster(s) in LightGBM's text format (`regressor.join_model_texts`)."""
+        from perfmodel.learn.devices import join_model_texts
+
         if self._model_text is None:
-            self._model_text = str(self._booster.model_to_string())
+            main, cpu = self.boosters
+            self._model_text = join_model_texts(
+                str(main.model_to_string()), None if cpu is None else str(cpu.model_to_string())
+            )
         return self._model_text
 
     @property
-    def booster(self) -> Any:
-        """The `lightgbm.Booster` (parsed from the verified model text on first use)."""
-        if self._booster is None:
+    def boosters(self) -> tuple[Any, Any]:
+        """(accelerator booster, CPU booster or None), parsed from the verified text on first use."""
+        if self._boosters is None:
+            from perfmodel.learn.devices import split_model_text
+
             lightgbm = lean_import.import_lightgbm(lean=True if LEAN_LIGHTGBM_IMPORT else None)
-            self._booster = lightgbm.Booster(model_str=self._model_text)
-        return self._booster
+            main, cpu = split_model_text(str(self._model_text))
+            self._boosters = (
+                lightgbm.Booster(model_str=main),
+                None if cpu is None else lightgbm.Booster(model_str=cpu),
+            )
+        return self._boosters
+
+    @property
+    def booster(self) -> Any:
+        """The accelerator `lightgbm.Booster` (the one that serves every row without a CPU booster)."""
+        return self.boosters[0]
 
     # --- prediction -----------------------------------------------------------------------------
 
@@ -122,7 +143,10 @@ class LearnedModel:
     def predict_log_ratio(self, X: Any) -> Any:
         import numpy as np
 
-        return np.asarray(self.booster.predict(X[list(self.feature_names)]), dtype=float)
+        from perfmodel.learn.devices import predict_by_device
+
+        main, cpu = self.boosters
+        return np.asarray(predict_by_device(main, cpu, X[list(self.feature_names)]), dtype=float)
 
     def correct_frame(self, X: Any, queries: Sequence[Query], confidence: float = 0.9) -> list[Correction]:
         """Corrections for a feature frame (`perfmodel.features.feature_frame`) whose row i is

@@ -12,7 +12,7 @@ from typing import Any
 
 from perfmodel.errors import ConfigError
 from perfmodel.learn.evaluate import EvalConfig, evaluate_all
-from perfmodel.learn.metrics import HEADLINE_METRIC, HEADLINE_SPLIT, SPLITS
+from perfmodel.learn.metrics import HEADLINE_METRIC, HEADLINE_PARTS, SPLITS
 
 Progress = Callable[[str], None]
 
@@ -106,7 +106,8 @@ def headline_spread(
     seed0_pct: float | None = None,
     progress: Progress | None = None,
 ) -> HeadlineSpread:
-    """The headline metric (leave-one-hardware-out median APE) for seeds 0..seeds-1. `seed0_pct`
+    """The headline metric (mean of the leave-one-source-out and leave-one-hardware-out median
+    APEs) for seeds 0..seeds-1. `seed0_pct`
     is the value of an evaluation already run with `config` (seed 0), which is then not repeated."""
     if seeds < 2:
         raise ConfigError(f"a seed spread needs at least 2 seeds; got {seeds}")
@@ -117,7 +118,8 @@ def headline_spread(
             values.append(float(seed0_pct))
             continue
         if progress:
-            progress(f"seed spread: seed {seed + 1}/{seeds} ({SPLITS[HEADLINE_SPLIT]})")
-        ev = evaluate_all(X, y, kept, _seeded(base, seed, (HEADLINE_SPLIT,)))
+            progress(f"seed spread: seed {seed + 1}/{seeds} ({SPLITS['loso']}, {SPLITS['loho']})")
+        headline_splits = tuple(part.split("_")[0] for part in HEADLINE_PARTS)
+        ev = evaluate_all(X, y, kept, _seeded(base, seed, headline_splits))
         values.append(float(ev.metrics()[HEADLINE_METRIC]))
     return HeadlineSpread(metric=HEADLINE_METRIC, values_pct=tuple(values))

@@ -1,0 +1,76 @@
+"""Regimes: where a training job lives, for per-regime error reports and per-regime intervals.
+
+A regime is (scale, method, precision, parameters bucket):
+  scale      1 device | 1 node | multi-node
+  method     full | LoRA | QLoRA
+  precision  fp32 (fp32, tf32) | 16-bit (bf16, fp16 and their amp_ forms) | fp8
+  parameters <100M | 100M-1B | 1B-10B | 10B-100B | >=100B (non-transformers by their own count)
+
+A good average can hide a regime where users live and the model is wrong, so evaluation reports
+error and coverage per regime, and intervals are calibrated per regime (Mondrian conformal): a
+query uses the residuals of its own regime when that regime has enough measured runs, else those
+of the nearest coarser regime (dropping parameters, then precision, then method, then scale),
+widened because the evidence is thin. Everything is read from the learned model's feature row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+SCALES = ("1 device", "1 node", "multi-node")
+METHODS = ("full", "LoRA", "QLoRA")
+PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}
+"""Training precision -> group; everything else (bf16, fp16, amp_bf16, amp_fp16) is '16-bit'."""
+PARAM_BUCKETS = ((1e8, "<100M"), (1e9, "100M-1B"), (1e10, "1B-10B"), (1e11, "10B-100B"), (math.inf, ">=100B"))
+"""(upper bound, label) of each parameter bucket."""
+LEVELS = ("scale", "method", "precision", "params")
+"""Regime fields from coarsest to finest: backing off drops them from the end."""
+MIN_RUNS_PER_CELL = 30
+"""Measured runs (one vote per run) a regime needs before its own residuals set its interval."""
+THIN_EVIDENCE_WIDENING = 1.25
+"""Half-width multiplier when a query's own regime has fewer than MIN_RUNS_PER_CELL runs and a
+coarser regime's residuals stand in for it."""
+
+
+def _number(features: Mapping[str, Any], name: str, default: float = 0.0) -> float:
+    value = features.get(name, default)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(value) else value
+
+
+def regime_of(features: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(scale, method, precision, params) of one feature row (`perfmodel.features` names)."""
+    gpus = _number(features, "num_gpus", 1.0)
+    nodes = _number(features, "num_nodes", 1.0)
+    scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
+    lora = _number(features, "lora_r") > 0
+    method = ("QLoRA" if _number(features, "quantization_bits") > 0 else "LoRA") if lora else "full"
+    precision = PRECISION_GROUPS.get(str(features.get("precision")), "16-bit")
+    params = 10 ** _number(features, "log_params_total", 0.0)
+    bucket = next(label for bound, label in PARAM_BUCKETS if params < bound)
+    return scale, method, precision, bucket
+
+
+def cell_keys(regime: tuple[str, ...]) -> list[str]:
+    """The regime's cell and every coarser one, finest first: 'a|b|c|d', 'a|b|c', 'a|b', 'a', '*'."""
+    return ["|".join(regime[:k]) for k in range(len(regime), 0, -1)] + ["*"]
+
+
+def describe(key: str) -> str:
+    """'1 device|QLoRA|16-bit' -> '1 device, QLoRA, 16-bit'."""
+    return "all regimes" if key == "*" else key.replace("|", ", ")
+
+
+def regime_frame(X: Any) -> Any:
+    """A DataFrame with one column per regime field (and 'regime', all four joined) for feature frame X."""
+    import pandas as pd
+
+    regimes = [regime_of(row) for row in X.to_dict("records")]
+    frame = pd.DataFrame(regimes, columns=list(LEVELS), index=X.index)
+    frame["regime"] = ["|".join(r) for r in regimes]
+    return frame
