@@ -178,7 +178,7 @@ def plan_profile(
     from perfmodel.catalog import get_gpu
     from perfmodel.errors import ConfigError
     from perfmodel.features import workload_from_row
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     kind = "cpu" if device == "cpu" else "cuda"
     if profile == "gpu" and kind == "cpu":

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel.errors import ConfigError, quote
 
 if TYPE_CHECKING:
-    from perfmodel.predict import PredictedRun
+    from perfmodel.prediction import PredictedRun
     from perfmodel.workload import Workload
 
 ConfigInput = Mapping[str, Any] | str | os.PathLike[str] | None
@@ -204,9 +204,9 @@ def predict(
     confidence: interval level in [0.5, 1). model_dir: a learned model folder (default: the
         shipped models/); use_learned=False: the analytic model only.
 
-    Returns `perfmodel.predict.PredictedRun`; `.to_json()` is the `predict --json` contract.
+    Returns `perfmodel.prediction.PredictedRun`; `.to_json()` is the `predict --json` contract.
     """
-    from perfmodel.predict import predict as predict_workload
+    from perfmodel.prediction import predict as predict_workload
 
     w = _resolve(
         read_config(config),
@@ -226,7 +226,7 @@ def predict_document(config: ConfigInput = None, /, **options: Any) -> dict[str,
     `predict`): `predict(...).to_json()` plus `fit_suggestions` (what would fit, each with its
     prediction; empty when the run fits)."""
     from perfmodel.decide.fit import suggest_fits
-    from perfmodel.predict import predict as predict_workload
+    from perfmodel.prediction import predict as predict_workload
 
     source, w, predictor = _prepare(config, options)
     run = predict_workload(w, **predictor)

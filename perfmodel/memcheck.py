@@ -38,7 +38,7 @@ def check_memory(path: str | Path | None = None) -> MemoryCheck:
     import numpy as np
     import pandas as pd
 
-    from perfmodel.predict import MEMORY_INTERVAL
+    from perfmodel.prediction import MEMORY_INTERVAL
 
     frame = pd.read_parquet(path or peak_memory_path())
     predicted = []

@@ -105,9 +105,9 @@ def test_string_values_stay_strings_and_the_mapping_is_not_changed():
     assert json.dumps(config, sort_keys=True) == before
 
 
-def test_the_module_and_the_function_live_side_by_side():
-    import perfmodel.predict as module
-    from perfmodel.predict import PredictedRun
+def test_the_public_function_and_the_internal_predictor_agree():
+    import perfmodel.prediction as module
+    from perfmodel.prediction import PredictedRun
 
     run = perfmodel.predict(EXAMPLE)
     assert isinstance(run, PredictedRun)

@@ -14,7 +14,7 @@ from perfmodel.config import load_workload
 from perfmodel.decide.advise import advise
 from perfmodel.decide.source import set_dotted
 from perfmodel.errors import CatalogError, ConfigError
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

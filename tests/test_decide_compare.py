@@ -10,7 +10,7 @@ import pytest
 from perfmodel.config import load_workload
 from perfmodel.decide.compare import compare, ratio_interval
 from perfmodel.errors import ConfigError
-from perfmodel.predict import Interval, predict
+from perfmodel.prediction import Interval, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama2-7b-lora.yaml"

@@ -23,7 +23,7 @@ from perfmodel.decide.cost import (
     with_price,
 )
 from perfmodel.errors import ConfigError
-from perfmodel.predict import Interval, predict
+from perfmodel.prediction import Interval, predict
 from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
 
 ROOT = Path(__file__).resolve().parents[1]

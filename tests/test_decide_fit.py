@@ -15,7 +15,7 @@ from perfmodel.analytic.memory import estimate_memory
 from perfmodel.catalog import get_gpu, get_model
 from perfmodel.config import load_workload
 from perfmodel.decide.fit import fewest_gpus, largest_divisor_that_fits, largest_micro_batch, suggest_fits
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
 
 ROOT = Path(__file__).resolve().parents[1]

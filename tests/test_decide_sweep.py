@@ -18,7 +18,7 @@ from perfmodel.decide.plot import plot_sweep
 from perfmodel.decide.source import ConfigSource
 from perfmodel.decide.sweep import parse_vary, sweep
 from perfmodel.errors import ConfigError
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama2-7b-lora.yaml"

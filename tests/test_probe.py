@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.errors import UnsupportedError
-from perfmodel.predict import Interval
+from perfmodel.prediction import Interval
 from perfmodel.run.combine import RATIO_FRACTION_FAR, RATIO_FRACTION_NEAR, combine
 from perfmodel.run.plan import Limits, candidate_sizes, choose_plan
 

@@ -36,7 +36,7 @@ def predict_command(
     """Predict throughput, step time, total time, GPU-hours and peak memory for a training run."""
     from perfmodel.config import load_workload
     from perfmodel.learn.lean_import import use_lean_import
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     use_lean_import()  # one-shot process: keep the cold start fast
 

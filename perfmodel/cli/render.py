@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfmodel.predict import Interval, PredictedRun
+from perfmodel.prediction import Interval, PredictedRun
 
 
 def fmt_duration(seconds: float) -> str:

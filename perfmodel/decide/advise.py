@@ -172,7 +172,7 @@ def _option(
     options: dict[str, Any],
     constraints: tuple[float | None, float | None, bool],
 ) -> Option | None:
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     expressed = express(native, source, base.parallel.num_gpus, base.parallel.strategy)
     if expressed is None:
@@ -223,7 +223,7 @@ def advise(
     s) and budget (USD): fastest first and cheapest first, `top` of each. With `conservative`, the
     constraints apply to the intervals' high ends."""
     from perfmodel.catalog import resolve_gpu_key
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     for name, value in (("--deadline", deadline_s), ("--budget", budget_usd)):
         if value is not None and not value > 0:

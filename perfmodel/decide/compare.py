@@ -152,7 +152,7 @@ def compare(
     """Predict each config (the same flags applied to all), then each variant of the first config
     (a few keys changed, native or Ludwig keys as in `sweep`), and compare them with the first."""
     from perfmodel.config import workload_to_native
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     changes = [parse_variant(v) if isinstance(v, str) else dict(v) for v in variants]
     if not configs or len(configs) + len(changes) < 2:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from perfmodel.errors import CatalogError, ConfigError
 
 if TYPE_CHECKING:
-    from perfmodel.predict import Interval
+    from perfmodel.prediction import Interval
     from perfmodel.workload import Workload
 
 PRICES_FILE = Path(__file__).resolve().parents[1] / "catalog" / "prices.yaml"

@@ -125,7 +125,7 @@ class FitReport:
 
 
 def _predict(w: Workload, options: dict[str, Any]) -> Outcome:
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     return Outcome.of(predict(w, **options))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perfmodel.predict import Interval, PredictedRun
+    from perfmodel.prediction import Interval, PredictedRun
 
 JSON_KEYS = (
     "total_time_s",

@@ -156,7 +156,7 @@ def sweep(
     use_learned: bool = True,
 ) -> SweepResult:
     """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings)."""
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict_many
 
     varied = _varied(vary)
     source = ConfigSource.load(
@@ -172,16 +172,31 @@ def sweep(
     grid = list(itertools.product(*varied.values()))
     if len(grid) > MAX_POINTS:
         raise ConfigError(f"the sweep has {len(grid):,} points; at most {MAX_POINTS:,}: vary fewer values")
-    points = []
-    kind, version = "analytic", ""
+    resolved: list[tuple[dict[str, Any], Any, str | None]] = []
     for combo in grid:
         values = dict(zip(varied, combo, strict=True))
         try:
-            pred = predict(
-                source.workload(values), confidence=confidence, model_dir=model_dir, use_learned=use_learned
-            )
+            resolved.append((values, source.workload(values), None))
         except PerfModelError as exc:
-            points.append(SweepPoint(values=values, outcome=None, error=str(exc).splitlines()[0]))
+            resolved.append((values, None, str(exc).splitlines()[0]))
+    options: dict[str, Any] = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
+    workloads = [w for _, w, _ in resolved if w is not None]
+    try:
+        batch: list[Any] = list(predict_many(workloads, **options))
+    except PerfModelError:  # one point cannot be predicted: predict them one by one to say which
+        batch = []
+        for w in workloads:
+            try:
+                batch.append(predict_many([w], **options)[0])
+            except PerfModelError as exc:
+                batch.append(str(exc).splitlines()[0])
+    predictions = iter(batch)
+    points = []
+    kind, version = "analytic", ""
+    for values, workload, error in resolved:
+        pred = next(predictions) if workload is not None else error
+        if isinstance(pred, str) or pred is None:
+            points.append(SweepPoint(values=values, outcome=None, error=pred))
             continue
         kind, version = pred.model_kind, pred.model_version
         points.append(SweepPoint(values=values, outcome=Outcome.of(pred)))

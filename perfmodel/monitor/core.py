@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from perfmodel.monitor import eta
 from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.monitor.utilization import Sampler, UtilSample, UtilStats, bottleneck_hints, summarize
-from perfmodel.predict import Interval
+from perfmodel.prediction import Interval
 
 Clock = Callable[[], float]
 
@@ -189,7 +189,7 @@ class RunMonitor:
 
     @classmethod
     def from_prediction(cls, prediction: Any, **kwargs: Any) -> RunMonitor:
-        """A monitor whose prior and step count are a `perfmodel.predict.PredictedRun`'s."""
+        """A monitor whose prior and step count are a `perfmodel.prediction.PredictedRun`'s."""
         st = prediction.step_time_s
         prior = StepTimePrior(
             estimate_s=st.estimate, low_s=st.low, high_s=st.high, confidence=prediction.confidence_level

@@ -100,7 +100,7 @@ def resolve_prior(
     notes: list[str] = []
     steps_known = True
     if prediction is None and config is not None:
-        from perfmodel.predict import predict
+        from perfmodel.prediction import predict
 
         try:
             prediction = predict(

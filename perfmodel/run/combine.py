@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perfmodel.predict import Interval
+from perfmodel.prediction import Interval
 
 NEAR_LOG_BOUND_RATIO = 0.5
 """Probe and target whose roofline bounds differ by less than e^0.5 are 'near'."""

@@ -202,7 +202,7 @@ def choose_plan(
 ) -> ProbePlan:
     """The largest probe (module order) that fits `limits`; UnsupportedError naming the smallest
     one's needs when none does."""
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     last: tuple[float, float] | None = None
     for layers, seq, batch, scaled in candidate_sizes(target):

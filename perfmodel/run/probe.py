@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import PerfModelError
-from perfmodel.predict import Interval, PredictedRun, predict
+from perfmodel.prediction import Interval, PredictedRun, predict
 from perfmodel.run.combine import Combined, combine
 from perfmodel.run.keep import run_key
 from perfmodel.run.measure import (

@@ -6,7 +6,7 @@ import pytest
 
 from perfmodel.analytic.totals import total_time_s
 from perfmodel.catalog import get_gpu, get_model
-from perfmodel.predict import ANALYTIC_EFFICIENCY, predict
+from perfmodel.prediction import ANALYTIC_EFFICIENCY, predict
 from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
 
 
@@ -84,3 +84,40 @@ def test_gbm_round_processes_every_row_and_runs_on_the_host(tmp_path):
     assert pred.throughput_tokens_per_s is None
     assert pred.throughput_samples_per_s.estimate == pytest.approx(100_000 / pred.step_time_s.estimate)
     assert any("host CPU" in w for w in pred.warnings)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_throughput_never_beats_the_roofline_floor(seed):
+    """Property: for random valid workloads, the throughput interval's upper end is at most the
+    roofline's (samples per step / floor step time), and MFU never exceeds 100%."""
+    import random
+
+    from perfmodel.catalog import get_gpu, get_model
+    from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
+
+    rng = random.Random(seed)
+    for _ in range(25):
+        gpu = get_gpu(rng.choice(["A100-80GB", "H100-SXM", "RTX-4090", "L40S", "MI300X"]))
+        model = get_model(rng.choice(["llama2-7b", "gpt2", "bert-base", "llama3-8b", "resnet50"]))
+        precision = rng.choice(["bf16", "amp_bf16", "fp32"])
+        n = rng.choice([1, 8])
+        w = Workload(
+            model=model,
+            training=TrainingSpec(
+                seq_len=rng.choice([128, 512, 2048]),
+                micro_batch_size=rng.choice([1, 4, 32]),
+                precision=precision,
+                lora_r=rng.choice([None, 16]) if model.is_transformer else None,
+                activation_checkpointing=rng.random() < 0.3,
+                tokens=1e9,
+            ),
+            gpu=gpu,
+            parallel=ParallelSpec(num_gpus=n, num_nodes=1, strategy=rng.choice(["ddp", "fsdp"])),
+        )
+        for use_learned in (True, False):
+            pred = predict(w, use_learned=use_learned)
+            floor_rate = pred.plan.samples_per_step / pred.analytic.t_roofline_s
+            assert pred.throughput_samples_per_s.high <= floor_rate * (1 + 1e-9)
+            assert pred.step_time_s.low >= pred.analytic.t_roofline_s * (1 - 1e-9)
+            if pred.mfu is not None:
+                assert pred.mfu.high <= 1.0 + 1e-9
