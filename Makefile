@@ -62,3 +62,7 @@ bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+
+.PHONY: docs-check
+docs-check: install  ## run README.md's runnable examples (```bash blocks after <!-- docs-check -->; bench/docs_check.py)
+	$(BIN)/python bench/docs_check.py

@@ -1,13 +1,18 @@
 """The bridge between the feature table and the models: a table row becomes a `Workload`
 (`perfmodel.codec.workload_from_row`, re-exported here), and a workload plus its analytic
 estimate becomes the learned model's feature vector. Training and prediction both go through
-`feature_frame`, so they can never disagree on a feature.
+`feature_vector`, so they can never disagree on a feature.
+
+Two views of many vectors: `feature_frame` (a pandas DataFrame, categoricals as pandas
+categories: training and evaluation) and `feature_matrix` (a 2-D numpy array with the integer
+category codes that frame would carry: what `perfmodel predict` hands LightGBM, so a prediction
+never imports pandas). LightGBM gives both the same predictions (tests/test_cold_start.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate
@@ -173,6 +178,48 @@ CATEGORY_LEVELS: dict[str, tuple[str, ...]] = {
 }
 """Levels of each categorical feature, in the order the shipped model's category codes use
 (perfmodel.workload's constants; a new level appends, never reorders)."""
+
+
+def category_code(name: str, value: Any, levels: Sequence[str] | None = None) -> float:
+    """The code pandas gives `value` in a categorical feature `name` with categories `levels`
+    (default `CATEGORY_LEVELS[name]`): its position, or NaN when it is missing or is not a level
+    of `CATEGORY_LEVELS[name]` (pandas makes such a value NaN before any re-coding)."""
+    order = CATEGORY_LEVELS[name] if levels is None else levels
+    if not isinstance(value, str) or value not in CATEGORY_LEVELS[name] or value not in order:
+        return math.nan
+    return float(list(order).index(value))
+
+
+def categorized(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A feature vector as a record of its `feature_frame`: a categorical value that is not one of
+    `CATEGORY_LEVELS` becomes NaN, as `pd.Categorical` makes it."""
+    out = dict(row)
+    for name, levels in CATEGORY_LEVELS.items():
+        if name in out and not (isinstance(out[name], str) and out[name] in levels):
+            out[name] = math.nan
+    return out
+
+
+def feature_matrix(
+    rows: Sequence[Mapping[str, Any]],
+    names: Sequence[str] = FEATURE_NAMES,
+    levels: Mapping[str, Sequence[str]] | None = None,
+) -> Any:
+    """Feature vectors as a 2-D float64 numpy array, columns in `names` order: numeric features
+    as floats (None -> NaN), categorical ones as `category_code` with `levels[name]` (default
+    `CATEGORY_LEVELS`; a LightGBM booster's own `pandas_categorical` where it differs). This is
+    the array LightGBM builds from a `feature_frame` itself, without pandas."""
+    import numpy as np
+
+    levels = levels or {}
+    out = np.empty((len(rows), len(names)), dtype=np.float64)
+    for j, name in enumerate(names):
+        if name in CATEGORY_LEVELS:
+            order = levels.get(name)
+            out[:, j] = [category_code(name, row.get(name), order) for row in rows]
+        else:
+            out[:, j] = [math.nan if row.get(name) is None else float(row[name]) for row in rows]
+    return out
 
 
 def categorize(frame: Any) -> Any:

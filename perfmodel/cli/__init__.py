@@ -17,14 +17,25 @@ app = typer.Typer(
     name="perfmodel",
     help="Predict how long a training run takes, whether it fits in memory, and how sure we are.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from perfmodel import __version__
+
+        sys.stdout.write(f"perfmodel {__version__}\n")
+        raise typer.Exit()
 
 
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
 ) -> None:
     _common.SETTINGS.debug = debug
 
@@ -43,7 +54,14 @@ def _register_commands() -> None:
         commands_train,
     )
 
-    for module in (commands_catalog, commands_predict, commands_collect, commands_dataset, commands_train, commands_memory):
+    for module in (
+        commands_catalog,
+        commands_predict,
+        commands_collect,
+        commands_dataset,
+        commands_train,
+        commands_memory,
+    ):
         module.register(app)
     commands_decide.register(app)
     commands_run.register(app)

@@ -9,6 +9,28 @@ import typer
 
 from perfmodel.cli import _common
 
+PEAK_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+"""Precisions whose dense peak TFLOP/s `perfmodel gpus` lists."""
+GPU_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "name"),
+    ("generation", "generation"),
+    ("memory", "memory\nGB"),
+    ("hbm", "HBM\nGB/s"),
+    *((p, p) for p in PEAK_PRECISIONS),
+    ("link", "link\nGB/s"),
+    ("tdp", "TDP\nW"),
+)
+"""(key, header) of the `perfmodel gpus` table."""
+GPU_NARROW_DROP: tuple[tuple[str, ...], ...] = (("generation",), ("tdp",), ("tf32",))
+"""Columns `perfmodel gpus` leaves out, step by step, on a terminal too narrow for all of them
+(names are never cut short)."""
+MODEL_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (c, c) for c in ("name", "hf id", "family", "arch", "params", "d", "layers", "heads")
+)
+"""(key, header) of the `perfmodel models` table."""
+MODEL_NARROW_DROP: tuple[tuple[str, ...], ...] = (("hf id",), ("family",))
+"""Columns `perfmodel models` leaves out, step by step, on a narrow terminal."""
+
 
 def register(app: typer.Typer) -> None:
     app.command("gpus")(gpus_command)
@@ -23,23 +45,30 @@ def gpus_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
     if json_out:
         _common.print_json([dataclasses.asdict(s) for s in specs])
         return
-    from rich.table import Table
+    from perfmodel.cli.render import narrowing_table, render_title
 
-    table = Table(title=f"{len(specs)} accelerators (dense peaks; `cpu` = this machine)")
-    for col in ("name", "generation", "memory GB", "HBM GB/s", "fp32", "tf32", "bf16", "fp16", "fp8", "link GB/s", "TDP W"):
-        table.add_column(col, justify="left" if col in ("name", "generation") else "right")
+    rows = []
     for s in specs:
-        peaks = [f"{s.peak_tflops[k]:g}" if s.peak_tflops.get(k) else "-" for k in ("fp32", "tf32", "bf16", "fp16", "fp8")]
-        table.add_row(
-            s.name,
-            s.generation[:28],
-            f"{s.memory_gb:g}",
-            f"{s.hbm_bandwidth_gb_per_s:g}",
-            *peaks,
-            f"{s.intra_node_bandwidth_gb_per_s:g}",
-            f"{s.tdp_w:g}" if s.tdp_w else "-",
+        peaks = [f"{s.peak_tflops[k]:g}" if s.peak_tflops.get(k) else "-" for k in PEAK_PRECISIONS]
+        rows.append(
+            [
+                s.name,
+                s.generation,
+                f"{s.memory_gb:g}",
+                f"{s.hbm_bandwidth_gb_per_s:g}",
+                *peaks,
+                f"{s.intra_node_bandwidth_gb_per_s:g}",
+                f"{s.tdp_w:g}" if s.tdp_w else "-",
+            ]
         )
-    _common.stdout_console().print(table)
+    table = narrowing_table(GPU_COLUMNS, rows, GPU_NARROW_DROP, left=("name", "generation"), whole=("name",))
+    console = _common.stdout_console()
+    render_title(
+        console,
+        f"{len(specs)} accelerators",
+        "dense peak TFLOP/s per precision; link = intra-node GB/s; `cpu` = this machine",
+    )
+    console.print(table)
 
 
 def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
@@ -68,15 +97,10 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-
     if json_out:
         _common.print_json(rows)
         return
-    from rich.table import Table
+    from perfmodel.cli.render import fmt_number, narrowing_table, render_title
 
-    from perfmodel.cli.render import fmt_number
-
-    table = Table(title=f"{len(rows)} model architectures")
-    for col in ("name", "hf id", "family", "arch", "params", "d", "layers", "heads"):
-        table.add_column(col, justify="right" if col in ("params", "d", "layers", "heads") else "left")
-    for r in rows:
-        table.add_row(
+    cells = [
+        [
             r["name"],
             str(r["hf_id"] or ""),
             r["family"],
@@ -85,5 +109,13 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-
             str(r["hidden_size"] or "-"),
             str(r["num_layers"] or "-"),
             str(r["num_heads"] or "-"),
-        )
-    _common.stdout_console().print(table)
+        ]
+        for r in rows
+    ]
+    left = ("name", "hf id", "family", "arch")
+    table = narrowing_table(MODEL_COLUMNS, cells, MODEL_NARROW_DROP, left=left, whole=("name",))
+    console = _common.stdout_console()
+    render_title(
+        console, f"{len(rows)} model architectures", "Hugging Face ids and local config.json paths work too"
+    )
+    console.print(table)

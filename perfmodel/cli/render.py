@@ -1,24 +1,64 @@
-"""Human-readable rendering of predictions (Rich); numbers formatted with units."""
+"""Human-readable rendering of predictions (Rich); numbers formatted with units.
+
+Everything here reads at 80 columns: titles are one short line (details on the next), an interval
+is in the unit of its estimate ("30.8 h (20.1 – 48.0 h)"), and tables that cannot fit a narrow
+terminal fall back to a narrower layout (`FitWidth`) instead of cutting names short.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from perfmodel.prediction import Interval, PredictedRun
+if TYPE_CHECKING:
+    from perfmodel.prediction import Interval, PredictedRun
+
+DURATION_UNITS: tuple[tuple[str, float, float], ...] = (
+    ("days", 86400.0, 48 * 3600.0),
+    ("h", 3600.0, 120 * 60.0),
+    ("min", 60.0, 120.0),
+    ("s", 1.0, 1.0),
+    ("ms", 1e-3, 0.0),
+)
+"""(unit, its length in seconds, the smallest duration shown in it), largest unit first: under
+1 s in ms, under 2 min in s, under 2 h in min, under 48 h in h, then days."""
 
 
-def fmt_duration(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    minutes = seconds / 60
-    if minutes < 120:
-        return f"{minutes:.0f} min"
-    hours = minutes / 60
-    if hours < 48:
-        return f"{int(hours)} h {int(minutes % 60):02d} min"
-    return f"{hours / 24:.1f} days"
+def duration_unit(seconds: float) -> str:
+    """The unit a duration is shown in (`DURATION_UNITS`): 'ms', 's', 'min', 'h' or 'days'."""
+    return next(name for name, _, start in DURATION_UNITS if abs(seconds) >= start)
+
+
+def duration_value(seconds: float, unit: str) -> str:
+    """The number of `unit`s in `seconds`, without the unit: 1 decimal from 1 to 100, none from
+    100, 2 significant digits below 1 ('30.8', '1,234', '0.42')."""
+    size = next(s for name, s, _ in DURATION_UNITS if name == unit)
+    value = seconds / size
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 1 or value == 0:
+        return f"{value:.1f}"
+    return f"{value:.2g}"
+
+
+def fmt_duration(seconds: float, unit: str | None = None) -> str:
+    """A duration with its unit: '850 ms', '3.9 s', '45.0 min', '30.8 h', '1.3 days'; `unit`
+    forces one of `DURATION_UNITS` (default: `duration_unit(seconds)`)."""
+    unit = unit or duration_unit(seconds)
+    return f"{duration_value(seconds, unit)} {unit}"
+
+
+def fmt_duration_range(low_s: float, high_s: float, unit: str) -> str:
+    """Both ends of an interval in one unit: '20.1 – 48.0 h'."""
+    return f"{duration_value(low_s, unit)} – {duration_value(high_s, unit)} {unit}"
+
+
+def fmt_duration_interval(iv: Interval, markup: bool = True, gap: str = "  ") -> str:
+    """An interval of durations in the unit of its estimate: '30.8 h  (20.1 – 48.0 h)', the ends
+    dimmed (Rich markup) unless `markup` is False, after `gap`."""
+    unit = duration_unit(iv.estimate)
+    ends = f"({fmt_duration_range(iv.low, iv.high, unit)})"
+    return f"{fmt_duration(iv.estimate, unit)}{gap}" + (f"[dim]{ends}[/dim]" if markup else ends)
 
 
 def fmt_number(value: float) -> str:
@@ -33,6 +73,93 @@ def fmt_interval(iv: Interval, fmt: Any, unit: str = "") -> str:
     return f"{fmt(iv.estimate)}{suffix}  [dim]({fmt(iv.low)} – {fmt(iv.high)})[/dim]"
 
 
+class FitWidth:
+    """A Rich renderable that shows the first of several layouts (most detailed first) whose
+    natural width fits the width it is given, so no cell has to wrap or be cut short; the last
+    (narrowest) layout otherwise. Measured at render time, so a table fits whatever console
+    prints it (80 columns, a pipe, a wide terminal)."""
+
+    def __init__(self, *layouts: Any) -> None:
+        if not layouts:
+            raise ValueError("FitWidth needs at least one layout")
+        self.layouts = layouts
+
+    def choose(self, console: Any, options: Any) -> Any:
+        """The layout shown at `options.max_width`."""
+        from rich.measure import Measurement
+
+        for layout in self.layouts[:-1]:
+            natural = Measurement.get(console, options.update_width(100_000), layout).maximum
+            if natural <= options.max_width:
+                return layout
+        return self.layouts[-1]
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterable[Any]:
+        yield self.choose(console, options)
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.choose(console, options))
+
+
+def compact_table(**kwargs: Any) -> Any:
+    """A Rich table that spends few columns on borders: a rule under the header, two spaces
+    between columns, none at the edges (the most columns 80 characters can hold)."""
+    from rich import box
+    from rich.table import Table
+
+    options: dict[str, Any] = {
+        "box": box.SIMPLE_HEAD,
+        "pad_edge": False,
+        "show_edge": False,
+        "padding": (0, 1, 0, 0),
+    }
+    options.update(kwargs)
+    return Table(**options)
+
+
+def narrowing_table(
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[str]],
+    drops: Sequence[Collection[str]] = (),
+    *,
+    left: Collection[str] = (),
+    whole: Collection[str] = (),
+    title: str | None = None,
+    styles: Sequence[str | None] | None = None,
+) -> FitWidth:
+    """A `compact_table` of `rows` (plain text, escaped here) under `columns` ((key, header)
+    pairs), in one layout per step of `drops` (column keys left out, adding up step by step), for
+    `FitWidth` to pick the widest that fits. Columns in `left` are left-justified, the others
+    right; those in `whole` never wrap; `styles` gives each row's style."""
+    from rich.markup import escape
+
+    layouts = []
+    dropped: set[str] = set()
+    for step in ((), *drops):
+        dropped |= set(step)
+        keep = [i for i, (key, _) in enumerate(columns) if key not in dropped]
+        table = compact_table(title=title, title_justify="left")
+        for i in keep:
+            key, header = columns[i]
+            table.add_column(header, justify="left" if key in left else "right", no_wrap=key in whole)
+        for n, cells in enumerate(rows):
+            table.add_row(*(escape(cells[i]) for i in keep), style=styles[n] if styles else None)
+        layouts.append(table)
+    return FitWidth(*layouts)
+
+
+def render_title(console: Any, title: str, details: str = "") -> None:
+    """A title on one line (bold, never wrapped: cut with '…' only on a terminal narrower than
+    the title) and its details, dimmed, on the next."""
+    from rich.text import Text
+
+    console.print(Text(title, style="bold"), no_wrap=True, overflow="ellipsis")
+    if details:
+        console.print(Text(details, style="dim"))
+
+
 def render_prediction(pred: PredictedRun, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -41,20 +168,20 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
     a = pred.analytic
     t = w.training
     par = w.parallel
-    level = f"{pred.confidence_level:.0%}"
-    title = (
-        f"perfmodel prediction — {pred.model_kind} model {pred.model_version}"
-        + (f", {pred.trained_rows:,} training rows" if pred.trained_rows else "")
-        + f"; intervals at {level}"
+    details = f"{pred.model_kind} model {pred.model_version}" + (
+        f", {pred.trained_rows:,} training rows" if pred.trained_rows else ""
     )
-    table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
-    table.add_column(style="bold")
+    render_title(console, f"perfmodel prediction — intervals at {pred.confidence_level:.0%}", details)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
     table.add_column()
     trainable = ""
     if a.params.trainable < a.params.total:
         trainable = f", {fmt_number(a.params.trainable)} trainable"
         if t.lora_r:
-            trainable += f" (LoRA r={t.lora_r}" + (f", {t.quantization_bits}-bit base)" if t.quantization_bits else ")")
+            trainable += f" (LoRA r={t.lora_r}" + (
+                f", {t.quantization_bits}-bit base)" if t.quantization_bits else ")"
+            )
     table.add_row("Model", f"{escape(w.model.name)} ({fmt_number(a.params.total)} params{trainable})")
     parallel = f"{par.num_gpus} x {w.gpu.name}"
     if par.num_nodes > 1:
@@ -68,14 +195,20 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
     table.add_row("Hardware", f"{parallel}; precision {t.precision}")
     table.add_row("Batch", a.shape)
     if pred.throughput_tokens_per_s:
-        table.add_row("Throughput", fmt_interval(pred.throughput_tokens_per_s, lambda v: f"{v:,.0f}", "tokens/s"))
+        table.add_row(
+            "Throughput", fmt_interval(pred.throughput_tokens_per_s, lambda v: f"{v:,.0f}", "tokens/s")
+        )
     table.add_row("", fmt_interval(pred.throughput_samples_per_s, lambda v: f"{v:,.3g}", "samples/s"))
-    table.add_row(f"{a.step_unit.capitalize()} time", fmt_interval(pred.step_time_s, fmt_duration))
+    table.add_row(f"{a.step_unit.capitalize()} time", fmt_duration_interval(pred.step_time_s))
     table.add_row("Steps", f"{pred.total_steps:,}")
-    table.add_row("Total time", fmt_interval(pred.total_time_s, fmt_duration))
+    table.add_row("Total time", fmt_duration_interval(pred.total_time_s))
     table.add_row("GPU-hours", fmt_interval(pred.gpu_hours, lambda v: f"{v:,.3g}"))
     if pred.cost_usd is not None and pred.price is not None:
-        table.add_row("Cost", fmt_interval(pred.cost_usd, fmt_usd) + f" [dim]at {fmt_usd(pred.price.usd_per_gpu_hour)}/GPU-hour ({escape(_price_origin(pred.price))})[/dim]")
+        table.add_row(
+            "Cost",
+            fmt_interval(pred.cost_usd, fmt_usd) + f" at {fmt_usd(pred.price.usd_per_gpu_hour)}/GPU-hour",
+        )
+        table.add_row("", f"[dim]price: {escape(_price_origin(pred.price))}[/dim]")
     verdict = "[green]fits[/green]" if pred.fits_in_memory else "[red]does NOT fit[/red]"
     mem = pred.peak_memory_gb
     table.add_row(
@@ -88,8 +221,6 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         bottleneck += f"; MFU {pred.mfu.estimate:.0%} ({pred.mfu.low:.0%} – {pred.mfu.high:.0%})"
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
-    from rich.markup import escape
-
     for line in w.assumptions:
         console.print(f"[dim]assumed:[/dim] {escape(line)}")
     for line in pred.warnings:
@@ -108,7 +239,7 @@ def _price_origin(price: Any) -> str:
     count = len(price.listed)
     where = "1 listed on-demand price" if count == 1 else f"median of {count} on-demand list prices"
     if rng and rng[0] != rng[1]:
-        where += f", {fmt_usd(rng[0])}-{fmt_usd(rng[1])}"
+        where += f", {fmt_usd(rng[0])}–{fmt_usd(rng[1])}"
     return where
 
 
@@ -134,12 +265,17 @@ def render_fit_suggestions(report: Any, console: Any) -> None:
         cost = f", {fmt_usd(o.cost_usd.estimate)}" if o.cost_usd is not None else ""
         keys = s.config_changes if s.config_changes is not None else s.changes
         settings = ", ".join(f"{k}={_yaml_value(v)}" for k, v in keys.items())
-        flags = " ".join(f"--set {k}={_yaml_value(v)}" if k != "hardware.gpu" else f"--gpu {v}" for k, v in (s.flags or {}).items())
+        flags = " ".join(
+            f"--set {k}={_yaml_value(v)}" if k != "hardware.gpu" else f"--gpu {v}"
+            for k, v in (s.flags or {}).items()
+        )
+        console.print(f"[green]fits with[/green] {escape(s.summary)}")
         console.print(
-            f"[green]fits with[/green] {escape(s.summary)}: total {fmt_duration(o.total_time_s.estimate)} "
-            f"[dim]({fmt_duration(o.total_time_s.low)} – {fmt_duration(o.total_time_s.high)})[/dim]{cost}, "
+            f"  total {fmt_duration_interval(o.total_time_s, gap=' ')}{cost}, "
             f"peak {o.peak_memory_gb.estimate:.1f} of {o.memory_capacity_gb:.0f} GB"
         )
-        console.print(f"  [dim]set {escape(settings)}" + (f"; perfmodel {escape(flags)}" if flags else "") + "[/dim]")
+        console.print(
+            f"  [dim]set {escape(settings)}" + (f"; perfmodel {escape(flags)}" if flags else "") + "[/dim]"
+        )
     for note in report.notes:
         console.print(f"[dim]{escape(note)}[/dim]")

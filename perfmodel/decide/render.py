@@ -1,15 +1,14 @@
 """Rich rendering of sweep, compare and advise results (the `perfmodel sweep / compare / advise`
-tables); numbers as one unit per interval, e.g. '23.7 h (14.9–37.7)'."""
+tables); an interval in the unit of its estimate, e.g. '23.7 h (14.9–37.7)'.
+
+Readable at 80 columns: the title is one short line with its details on the next, and a table
+too wide for the terminal switches (`perfmodel.cli.render.FitWidth`) to a narrower layout:
+short column names, each interval on the line below its estimate, then fewer columns.
+"""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def _iv(iv: Any, fmt: Any) -> str:
-    if iv is None:
-        return "-"
-    return f"{fmt(iv.estimate)} [dim]({fmt(iv.low)}–{fmt(iv.high)})[/dim]"
 
 
 def _value(v: Any) -> str:
@@ -22,29 +21,43 @@ def _value(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def _scaled(iv: Any, units: tuple[tuple[str, float, float], ...], sep: str = "") -> str:
+def _cell(main: str, ends: str, two_lines: bool) -> str:
+    """An estimate and its dimmed interval ends, on one line or two."""
+    if not ends:
+        return main
+    return f"{main}{chr(10) if two_lines else ' '}[dim]{ends}[/dim]"
+
+
+def _scaled(iv: Any, units: tuple[tuple[str, float, float], ...], sep: str = "") -> tuple[str, str]:
     """An interval in the first unit (name, size, from) whose threshold its estimate reaches:
-    '23.7 h (14.9–37.7)'."""
+    ('4.2k', '(1.5–11.5)')."""
     name, size, _ = next((u for u in units if abs(iv.estimate) >= u[2]), units[-1])
-    return f"{iv.estimate / size:.3g}{sep}{name} [dim]({iv.low / size:.3g}–{iv.high / size:.3g})[/dim]"
+    return f"{iv.estimate / size:.3g}{sep}{name}", f"({iv.low / size:.3g}–{iv.high / size:.3g})"
 
 
-_TIME_UNITS = (("days", 86400.0, 3 * 86400.0), ("h", 3600.0, 7200.0), ("min", 60.0, 120.0), ("s", 1.0, 0.0))
 _COUNT_UNITS = (("M", 1e6, 1e6), ("k", 1e3, 1e3), ("", 1.0, 0.0))
 
 
-def _time(iv: Any) -> str:
-    return _scaled(iv, _TIME_UNITS, sep=" ")
+def _time(iv: Any) -> tuple[str, str]:
+    """A duration interval in the unit of its estimate (`perfmodel.cli.render.duration_unit`):
+    ('23.7 h', '(14.9–37.7)')."""
+    from perfmodel.cli.render import duration_unit, duration_value
+
+    unit = duration_unit(iv.estimate)
+    return (
+        f"{duration_value(iv.estimate, unit)} {unit}",
+        f"({duration_value(iv.low, unit)}–{duration_value(iv.high, unit)})",
+    )
 
 
-def _usd(iv: Any) -> str:
+def _usd(iv: Any) -> tuple[str, str]:
     if iv is None:
-        return "-"
+        return "-", ""
     digits = ".2f" if iv.estimate < 10 else ",.0f"
-    return f"${iv.estimate:{digits}} [dim]({iv.low:{digits}}–{iv.high:{digits}})[/dim]"
+    return f"${iv.estimate:{digits}}", f"({iv.low:{digits}}–{iv.high:{digits}})"
 
 
-def _throughput(o: Any, tokens: bool = True) -> str:
+def _throughput(o: Any, tokens: bool = True) -> tuple[str, str]:
     if tokens and o.throughput_tokens_per_s is not None:
         return _scaled(o.throughput_tokens_per_s, _COUNT_UNITS)
     return _scaled(o.throughput_samples_per_s, _COUNT_UNITS)
@@ -61,89 +74,164 @@ def _memory(o: Any) -> str:
     return f"{o.peak_memory_gb.estimate:.1f}{cap} GB"
 
 
-def _mfu(o: Any) -> str:
-    return _iv(o.mfu, lambda v: f"{v:.0%}") if o.mfu is not None else "-"
+def _mfu(o: Any) -> tuple[str, str]:
+    if o.mfu is None:
+        return "-", ""
+    return f"{o.mfu.estimate:.0%}", f"({o.mfu.low:.0%}–{o.mfu.high:.0%})"
+
+
+def _join(pair: tuple[str, str]) -> str:
+    return _cell(*pair, two_lines=False)
+
+
+def _short_key(key: str, values: list[str]) -> str:
+    """A column name for a dotted config key at narrow widths: its last part, one word a line
+    where it is wider than the values below it ('training.micro_batch_size' -> 'micro/batch/size'
+    on three lines)."""
+    import textwrap
+
+    words = key.rsplit(".", 1)[-1].replace("_", " ")
+    width = max([len(v) for v in values] + [5])
+    return "\n".join(textwrap.wrap(words, width=width, break_long_words=False)) or words
+
+
+def _short_label(label: str) -> str:
+    """A compared run's label without the sections of its dotted keys:
+    'hardware.gpu=H100-SXM, training.seq_len=1024' -> 'gpu=H100-SXM, seq_len=1024'."""
+    import re
+
+    return re.sub(r"(?:[A-Za-z_][\w-]*\.)+(?=[\w-]+=)", "", label)
+
+
+def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tuple[str, ...] = ()) -> Any:
+    """The sweep as one table: `narrow` = compact borders and short key names, `two_lines` = each
+    interval below its estimate, `drop` = columns left out."""
+    from rich.markup import escape
+
+    from perfmodel.cli.render import compact_table
+
+    table = compact_table() if narrow else _boxed_table()
+    values = {k: [_value(p.values[k]) for p in result.points] for k in result.keys}
+    for key in result.keys:
+        table.add_column(escape(_short_key(key, values[key]) if narrow else key), overflow="fold")
+    rate, tokens = _rate_name([p.outcome for p in result.points if p.outcome is not None])
+    columns = [c for c in ("Total time", rate, "Cost", "Peak mem", "Fits", "MFU") if c not in drop]
+    for col in columns:
+        table.add_column(col, justify="right", overflow="fold")
+    for i, p in enumerate(result.points):
+        keys = [escape(values[k][i]) for k in result.keys]
+        o = p.outcome
+        if o is None:  # the error itself is printed below the table
+            table.add_row(*keys, "[red]error[/red]", *([""] * (len(columns) - 1)))
+            continue
+        star = " †" if o.extrapolation else ""
+        main, ends = _time(o.total_time_s)
+        cells = {
+            "Total time": _cell(main + star, ends, two_lines),
+            rate: _cell(*_throughput(o, tokens), two_lines),
+            "Cost": _cell(*_usd(o.cost_usd), two_lines),
+            "Peak mem": _memory(o),
+            "Fits": "[green]yes[/green]" if o.fits_in_memory else "[red]OOM[/red]",
+            "MFU": _cell(*_mfu(o), two_lines),
+        }
+        table.add_row(*keys, *(cells[c] for c in columns))
+    return table
+
+
+def _boxed_table() -> Any:
+    from rich.table import Table
+
+    return Table()
+
+
+LAYOUTS: tuple[dict[str, Any], ...] = (
+    {"narrow": False},
+    {"narrow": True},
+    {"narrow": True, "two_lines": True},
+    {"narrow": True, "two_lines": True, "drop": ("MFU",)},
+    {"narrow": True, "two_lines": True, "drop": ("MFU", "Cost")},
+)
+"""The table layouts tried, widest first, until one fits the terminal (`FitWidth`): boxed with
+full key names, compact with short names, each interval below its estimate, then without MFU,
+then without cost (compare uses the first three)."""
 
 
 def render_sweep(result: Any, console: Any) -> None:
     from rich.markup import escape
-    from rich.table import Table
+
+    from perfmodel.cli.render import FitWidth, render_title
 
     level = f"{result.confidence_level:.0%}"
-    table = Table(
-        title=f"perfmodel sweep — {escape(result.config)}; {result.model_kind} model {result.model_version}; "
-        f"intervals at {level}",
-        title_justify="left",
+    render_title(
+        console,
+        f"perfmodel sweep — {result.config}",
+        f"{result.model_kind} model {result.model_version}; intervals at {level}",
     )
-    for key in result.keys:
-        table.add_column(escape(key), overflow="fold")
-    rate, tokens = _rate_name([p.outcome for p in result.points if p.outcome is not None])
-    for col in ("Total time", rate, "Cost", "Peak mem", "Fits", "MFU"):
-        table.add_column(col, justify="right")
-    marked = False
+    console.print(FitWidth(*(_sweep_table(result, **layout) for layout in LAYOUTS)))
     for p in result.points:
-        keys = [escape(_value(p.values[k])) for k in result.keys]
-        o = p.outcome
-        if o is None:
-            table.add_row(*keys, f"[red]{escape(p.error or '')}[/red]", "", "", "", "", "")
-            continue
-        star = " †" if o.extrapolation else ""
-        marked = marked or bool(star)
-        fits = "[green]yes[/green]" if o.fits_in_memory else "[red]OOM[/red]"
-        table.add_row(
-            *keys,
-            _time(o.total_time_s) + star,
-            _throughput(o, tokens),
-            _usd(o.cost_usd),
-            _memory(o),
-            fits,
-            _mfu(o),
-        )
-    console.print(table)
-    if marked:
+        if p.outcome is None:
+            where = ", ".join(_value(p.values[k]) for k in result.keys)
+            console.print(f"[red]error[/red] at {escape(where)}: {escape(p.error or 'no prediction')}")
+    if any(p.outcome is not None and p.outcome.extrapolation for p in result.points):
         console.print("[dim]† extrapolates beyond the training data (see --json warnings)[/dim]")
 
 
-def _ratio(r: Any) -> str:
+def _ratio(r: Any) -> tuple[str, str]:
     if r is None:
-        return "-"
+        return "-", ""
     if r.low == r.high == 1.0:
-        return "1 (baseline)"
-    return f"x{r.estimate:.2f} [dim]({r.low:.2f}–{r.high:.2f})[/dim]"
+        return "1 (baseline)", ""
+    return f"x{r.estimate:.2f}", f"({r.low:.2f}–{r.high:.2f})"
 
 
-def render_compare(result: Any, console: Any) -> None:
+def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any:
+    """The comparison as one table: `narrow` = compact borders and short run labels, `two_lines` =
+    each interval below its estimate."""
     from rich.markup import escape
-    from rich.table import Table
+
+    from perfmodel.cli.render import compact_table
 
     runs = result.runs
     rate, tokens = _rate_name([r.outcome for r in runs])
-    table = Table(
-        title=f"perfmodel compare — intervals at {result.confidence_level:.0%}; ratios to {escape(runs[0].label)}",
-        title_justify="left",
-    )
-    table.add_column("")
+    table = compact_table() if narrow else _boxed_table()
+    table.add_column("", overflow="fold")
     for r in runs:
-        table.add_column(escape(r.label), justify="right")
-    rows = [
-        ("Hardware", [f"{r.outcome.num_gpus} x {r.outcome.gpu}" for r in runs]),
+        table.add_column(
+            escape(_short_label(r.label) if narrow else r.label), justify="right", overflow="fold"
+        )
+    pairs = [
         ("Total time", [_time(r.outcome.total_time_s) for r in runs]),
         ("Time ratio", [_ratio(r.time_ratio) for r in runs]),
         ("Cost", [_usd(r.outcome.cost_usd) for r in runs]),
         ("Cost ratio", [_ratio(r.cost_ratio) for r in runs]),
         (rate, [_throughput(r.outcome, tokens) for r in runs]),
-        (
-            "Peak memory",
-            [_memory(r.outcome) + ("" if r.outcome.fits_in_memory else " [red]OOM[/red]") for r in runs],
-        ),
-        ("MFU", [_mfu(r.outcome) for r in runs]),
     ]
-    for name, cells in rows:
-        table.add_row(name, *cells)
+    table.add_row("Hardware", *[f"{r.outcome.num_gpus} x {r.outcome.gpu}" for r in runs])
+    for name, cells in pairs:
+        table.add_row(name, *[_cell(*c, two_lines=two_lines) for c in cells])
+    table.add_row(
+        "Peak memory",
+        *[_memory(r.outcome) + ("" if r.outcome.fits_in_memory else " [red]OOM[/red]") for r in runs],
+    )
+    table.add_row("MFU", *[_cell(*_mfu(r.outcome), two_lines=two_lines) for r in runs])
     diffs = {k: v for k, v in result.differences.items() if not k.startswith("model.") or k == "model.name"}
     for key, values in list(diffs.items())[:20]:
         table.add_row(f"[dim]{escape(key)}[/dim]", *[f"[dim]{escape(_value(v))}[/dim]" for v in values])
-    console.print(table)
+    return table
+
+
+def render_compare(result: Any, console: Any) -> None:
+    from rich.markup import escape
+
+    from perfmodel.cli.render import FitWidth, render_title
+
+    runs = result.runs
+    render_title(
+        console,
+        "perfmodel compare",
+        f"intervals at {result.confidence_level:.0%}; ratios to {runs[0].label}",
+    )
+    console.print(FitWidth(*(_compare_table(result, **layout) for layout in LAYOUTS[:3])))
     base = runs[0]
     for r in runs[1:]:
         ratio = r.time_ratio
@@ -166,7 +254,7 @@ def render_compare(result: Any, console: Any) -> None:
 def render_advice(result: Any, console: Any) -> None:
     from rich.markup import escape
 
-    from perfmodel.cli.render import fmt_duration, fmt_usd
+    from perfmodel.cli.render import fmt_duration, fmt_usd, render_title
 
     wants = []
     if result.deadline_s is not None:
@@ -174,24 +262,23 @@ def render_advice(result: Any, console: Any) -> None:
     if result.budget_usd is not None:
         wants.append(f"cost at most {fmt_usd(result.budget_usd)}")
     basis = "the intervals' high ends" if result.conservative else "the estimates"
-    console.print(
-        f"[bold]perfmodel advise[/bold] — {escape(result.config)}: "
-        + (" and ".join(wants) + f" (on {basis})" if wants else "no deadline or budget")
-        + f"; global batch {result.global_batch} kept; {len(result.gpus)} GPU types, up to {result.max_gpus} GPUs; "
-        f"intervals at {result.confidence_level:.0%}"
+    render_title(
+        console,
+        f"perfmodel advise — {result.config}",
+        f"global batch {result.global_batch} kept; {len(result.gpus)} GPU types, up to {result.max_gpus} GPUs; "
+        f"intervals at {result.confidence_level:.0%}",
     )
+    console.print("goal: " + (" and ".join(wants) + f" (on {basis})" if wants else "no deadline or budget"))
     if result.current is not None:
         o = result.current.outcome
         ok = "[green]meets it[/green]" if result.current.meets_constraints else "[red]does not meet it[/red]"
         if not o.fits_in_memory:
             ok = "[red]does not fit in memory[/red]"
-        console.print(
-            f"now: {escape(result.current.label)}: {_time(o.total_time_s)}, "
-            f"{_usd(o.cost_usd)}, {_memory(o)} — {ok}"
-        )
+        console.print(f"now: {escape(result.current.label)} — {ok}")
+        console.print(f"     {_join(_time(o.total_time_s))}, {_join(_usd(o.cost_usd))}, {_memory(o)}")
     console.print(
-        f"[dim]searched {result.searched} combinations; {result.fitting} fit in memory; {result.meeting} meet the "
-        f"constraints by the screen; {result.predicted} predicted in full[/dim]"
+        f"[dim]searched {result.searched} combinations: {result.fitting} fit, {result.meeting} pass the screen, "
+        f"{result.predicted} predicted in full[/dim]"
     )
     marked = False
     for title, options in (("Fastest", result.by_time), ("Cheapest", result.by_cost)):
@@ -204,13 +291,12 @@ def render_advice(result: Any, console: Any) -> None:
             o = opt.outcome
             star = " †" if o.extrapolation else ""
             marked = marked or bool(star)
-            tight = (
-                " [yellow](tight: the interval's high end does not fit)[/yellow]" if opt.tight_memory else ""
-            )
             console.print(f" {i}. [bold]{escape(opt.label)}[/bold]{star}")
             console.print(
-                f"    time {_time(o.total_time_s)}   cost {_usd(o.cost_usd)}   peak memory {_memory(o)}{tight}"
+                f"    time {_join(_time(o.total_time_s))}   cost {_join(_usd(o.cost_usd))}   peak {_memory(o)}"
             )
+            if opt.tight_memory:
+                console.print("    [yellow]tight: the memory interval's high end does not fit[/yellow]")
             for c in opt.changes:
                 old = escape(_value(c.old)) if c.old is not None else "unset"
                 flag = f"  [dim](perfmodel {escape(c.flag)})[/dim]" if c.flag else ""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfmodel.errors import DataError
+
 MIN_ROWS_PER_DEVICE_CLASS = 30
 """Rows each device class needs before it gets a booster of its own."""
 CPU_MARKER = "\n# perfmodel device class: cpu\n"
@@ -13,7 +15,7 @@ CPU_MARKER = "\n# perfmodel device class: cpu\n"
 
 
 def cpu_rows(X: Any) -> Any:
-    """Boolean mask of the rows measured on (or asked of) a CPU."""
+    """Boolean mask of the rows measured on (or asked of) a CPU (X: a feature DataFrame)."""
     import numpy as np
 
     if "vendor" not in X:
@@ -21,13 +23,22 @@ def cpu_rows(X: Any) -> Any:
     return np.asarray(X["vendor"].astype(str) == "cpu", dtype=bool)
 
 
-def predict_by_device(booster: Any, cpu_booster: Any, X: Any) -> Any:
-    """Predictions routed by device class (all rows to `booster` when there is no CPU booster);
-    `X` is a feature DataFrame."""
+def predict_by_device(booster: Any, cpu_booster: Any, X: Any, cpu: Any = None) -> Any:
+    """Predictions routed by device class (all rows to `booster` when there is no CPU booster).
+
+    `X` is a feature DataFrame, or a 2-D float array of `perfmodel.features.feature_matrix`
+    (category codes; no pandas needed); `cpu` is the boolean mask of CPU rows, required with an
+    array when there is a CPU booster (default: `cpu_rows(X)`)."""
     import numpy as np
 
     out = np.empty(len(X), dtype=float)
-    cpu = cpu_rows(X) if cpu_booster is not None else np.zeros(len(X), dtype=bool)
+    if cpu_booster is None:
+        cpu = np.zeros(len(X), dtype=bool)
+    elif cpu is None:
+        if isinstance(X, np.ndarray):
+            raise DataError("predict_by_device needs the CPU-row mask `cpu` for a feature array")
+        cpu = cpu_rows(X)
+    cpu = np.asarray(cpu, dtype=bool)
     if (~cpu).any():
         out[~cpu] = booster.predict(X[~cpu])
     if cpu.any():

@@ -7,13 +7,19 @@ before LightGBM sees them; a damaged or mismatched model folder is one warning l
 analytic fallback, never a crash.
 
 Never imports mlflow, torch or scikit-learn; LightGBM is imported on the first prediction
-(`perfmodel.learn.lean_import`).
+(`perfmodel.learn.lean_import`). `correct` hands LightGBM a numpy array of feature codes
+(`perfmodel.features.feature_matrix`), never a DataFrame, so a prediction does not import pandas
+(0.3-0.8 s of a cold start); `correct_frame` keeps the DataFrame path for training and evaluation.
+In a lean process (`lean_import.use_lean_import()`) pandas is hidden from LightGBM's import
+too, unless something has imported it already.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,7 +123,9 @@ class LearnedModel:
         if self._boosters is None:
             from perfmodel.learn.devices import split_model_text
 
-            lightgbm = lean_import.import_lightgbm(lean=True if LEAN_LIGHTGBM_IMPORT else None)
+            lean = True if LEAN_LIGHTGBM_IMPORT else lean_import.LEAN_LIGHTGBM_IMPORT
+            with _pandas_hidden(lean):
+                lightgbm = lean_import.import_lightgbm(lean=lean)
             main, cpu = split_model_text(str(self._model_text))
             self._boosters = (
                 lightgbm.Booster(model_str=main),
@@ -140,20 +148,61 @@ class LearnedModel:
         """How `query` relates to the training domain."""
         return self.policy.check(query)
 
+    def category_levels(self, booster: Any = None) -> dict[str, list[str]]:
+        """Categorical feature -> the levels whose positions are its codes for `booster` (default:
+        the accelerator booster): the booster's own `pandas_categorical` (what LightGBM re-codes a
+        DataFrame to), else `perfmodel.features.CATEGORY_LEVELS`."""
+        from perfmodel.features import CATEGORY_LEVELS
+
+        booster = self.booster if booster is None else booster
+        names = [n for n in self.feature_names if n in CATEGORY_LEVELS]
+        stored = getattr(booster, "pandas_categorical", None)
+        if stored and len(stored) == len(names):
+            return {n: list(levels) for n, levels in zip(names, stored, strict=True)}
+        return {n: list(CATEGORY_LEVELS[n]) for n in names}
+
     def predict_log_ratio(self, X: Any) -> Any:
+        """Predicted log(t / t_bound) for a feature DataFrame (`perfmodel.features.feature_frame`)."""
         import numpy as np
 
         from perfmodel.learn.devices import predict_by_device
 
         main, cpu = self.boosters
+        if not _lightgbm_reads_pandas():  # LightGBM imported with pandas hidden: give it codes
+            return self.predict_log_ratio_rows(X.to_dict("records"))
         return np.asarray(predict_by_device(main, cpu, X[list(self.feature_names)]), dtype=float)
+
+    def predict_log_ratio_rows(self, rows: Sequence[Mapping[str, Any]]) -> Any:
+        """Predicted log(t / t_bound) for feature vectors (`perfmodel.features.feature_vector`),
+        through a numpy array of category codes: the same numbers as `predict_log_ratio` on their
+        `feature_frame`, without pandas."""
+        import numpy as np
+
+        from perfmodel.features import feature_matrix
+        from perfmodel.learn.devices import predict_by_device
+
+        main, cpu = self.boosters
+        levels = self.category_levels(main)
+        X = feature_matrix(rows, self.feature_names, levels)
+        is_cpu = np.array([row.get("vendor") == "cpu" for row in rows], dtype=bool)
+        if cpu is None or not is_cpu.any() or self.category_levels(cpu) == levels:
+            return np.asarray(predict_by_device(main, cpu, X, cpu=is_cpu), dtype=float)
+        # the two boosters code a category differently: each gets its own array
+        out = np.empty(len(rows), dtype=float)
+        if (~is_cpu).any():
+            out[~is_cpu] = main.predict(X[~is_cpu])
+        cpu_rows = [row for row, c in zip(rows, is_cpu, strict=True) if c]
+        out[is_cpu] = cpu.predict(feature_matrix(cpu_rows, self.feature_names, self.category_levels(cpu)))
+        return out
 
     def correct_frame(self, X: Any, queries: Sequence[Query], confidence: float = 0.9) -> list[Correction]:
         """Corrections for a feature frame (`perfmodel.features.feature_frame`) whose row i is
         `queries[i]`."""
         if len(queries) != len(X):
             raise DataError(f"{len(queries)} queries for {len(X)} feature rows")
-        pred = self.predict_log_ratio(X)
+        return self._corrections(self.predict_log_ratio(X), queries, confidence)
+
+    def _corrections(self, pred: Any, queries: Sequence[Query], confidence: float) -> list[Correction]:
         out = []
         for value, query in zip(pred, queries, strict=True):
             half, warnings = self.policy.interval(query, confidence)
@@ -170,16 +219,35 @@ class LearnedModel:
     def correct(
         self, items: list[tuple[Workload, AnalyticEstimate]], confidence: float = 0.9
     ) -> list[Correction]:
-        """The learned correction for each (workload, analytic estimate)."""
-        from perfmodel.features import feature_frame
+        """The learned correction for each (workload, analytic estimate), without pandas."""
+        from perfmodel.features import categorized, feature_vector
 
         if not items:
             return []
-        X = feature_frame((w, est, True) for w, est in items)
-        rows = X.to_dict("records")
-        return self.correct_frame(
-            X, [query_for(w, row) for (w, _), row in zip(items, rows, strict=True)], confidence
-        )
+        rows = [feature_vector(w, est, includes_optimizer_step=True) for w, est in items]
+        queries = [query_for(w, categorized(row)) for (w, _), row in zip(items, rows, strict=True)]
+        return self._corrections(self.predict_log_ratio_rows(rows), queries, confidence)
+
+
+@contextlib.contextmanager
+def _pandas_hidden(lean: bool) -> Iterator[None]:
+    """While LightGBM is imported for a lean process, `import pandas` fails (LightGBM then runs
+    without its pandas support, which `correct` does not use), unless pandas or LightGBM is
+    loaded already."""
+    hide = lean and "pandas" not in sys.modules and "lightgbm" not in sys.modules
+    if hide:
+        sys.modules["pandas"] = None  # type: ignore[assignment]  # makes `import pandas` raise ImportError
+    try:
+        yield
+    finally:
+        if hide and sys.modules.get("pandas", 0) is None:
+            del sys.modules["pandas"]
+
+
+def _lightgbm_reads_pandas() -> bool:
+    """Whether the imported LightGBM was imported with its pandas support."""
+    compat = sys.modules.get("lightgbm.compat")
+    return bool(getattr(compat, "PANDAS_INSTALLED", True))
 
 
 def load_shipped_model(path: str | Path | None = None) -> LearnedModel | None:
