@@ -226,7 +226,8 @@ def categorize(frame: Any) -> Any:
     import pandas as pd
 
     for name, levels in CATEGORY_LEVELS.items():
-        frame[name] = pd.Categorical(frame[name], categories=list(levels))
+        values = frame[name].where(frame[name].isin(levels))  # an unknown level is missing, not an error
+        frame[name] = pd.Categorical(values, categories=list(levels))
     return frame
 
 
