@@ -7,6 +7,7 @@ CONFIG ?= examples/llama2-7b-lora.yaml
 PROFILE ?= quick
 
 .PHONY: install demo test test-fast lint format collect dataset train-model release-model evaluate ui bench clean
+.PHONY: ludwig-env collect-ludwig
 
 install: $(STAMP)  ## virtual environment with CPU torch and every extra
 
@@ -59,6 +60,24 @@ bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold
 	$(BIN)/python bench/bench_sweep.py
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_train.py
+
+# Opt-in, not part of install or CI: real Ludwig needs Python >= 3.12 and ~6 GB (torch 2.11 CUDA build from
+# PyPI on x86_64). perfmodel finds this venv by itself (perfmodel/config/ludwig_venv.py); pins as measured in
+# issue 16: torchaudio 2.11.1 does not load beside torch 2.11.0, so 2.11.0.
+PY312      ?= python3.12
+LUDWIG_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/perfmodel/ludwig-0.17
+
+ludwig-env:  ## opt-in: Python 3.12 venv with real Ludwig 0.17 (~6 GB, 2-5 min) for check-ludwig and collect-ludwig
+	@command -v $(PY312) >/dev/null 2>&1 || { echo "error: $(PY312) not found: set PY312=/path/to/python3.12" >&2; exit 1; }
+	$(PY312) -m venv $(LUDWIG_VENV)
+	$(LUDWIG_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LUDWIG_VENV)/bin/python -m pip install -q 'ludwig==0.17.10' 'torch==2.11.0' 'torchaudio==2.11.0' \
+		'torchvision==0.26.0' 'transformers==5.24.0' 'peft==0.21.2' 'accelerate==1.15.0'
+	$(LUDWIG_VENV)/bin/python -c "import ludwig, ludwig.api; print('ludwig', ludwig.__version__, 'imports')"
+	@echo "Ludwig venv: $(LUDWIG_VENV) (a non-default place: export LUDWIG_VENV=$(LUDWIG_VENV))"
+
+collect-ludwig: install  ## real Ludwig trainings (ECD, tiny LLM LoRA) as rows in datasets/raw/ (needs make ludwig-env; ~6 min)
+	LUDWIG_VENV=$(LUDWIG_VENV) $(BIN)/python -m collectors.ludwig_profile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

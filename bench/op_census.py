@@ -181,7 +181,7 @@ def main() -> None:
         coef, *_ = np.linalg.lstsq(A, y, rcond=None)
         fitted = A @ coef
         fits[key] = {
-            "coefficients": dict(zip(["per_d", "per_f", "per_head_seq"], [float(c) for c in coef])),
+            "coefficients": dict(zip(["per_d", "per_f", "per_head_seq"], [float(c) for c in coef], strict=True)),
             "max_rel_residual": float(np.max(np.abs(fitted - y) / y)),
             "layer_kernels": rows[0]["layer_kernels"],
         }

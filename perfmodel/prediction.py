@@ -18,7 +18,7 @@ from typing import Any
 
 from perfmodel import __version__
 from perfmodel.analytic import AnalyticEstimate, estimate
-from perfmodel.analytic.totals import RunPlan, plan_run, total_time_s
+from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
 from perfmodel.errors import ConfigError
 from perfmodel.workload import Workload
 
@@ -138,6 +138,8 @@ class PredictedRun:
                 "peak_tflops": a.peak_tflops,
                 "peak_source": a.peak_source,
                 "startup_s": self.plan.startup_s,
+                "startup_low_s": self.plan.startup_low_s,
+                "startup_high_s": self.plan.startup_high_s,
                 "checkpoint_s": self.plan.checkpoint_s,
             },
             "perfmodel_version": __version__,
@@ -235,6 +237,8 @@ def _assemble(
 ) -> PredictedRun:
     plan = plan_run(workload, est)
     step, step_warnings = _step_interval(est, corr, missing)
+    per = plan.batches_per_optimizer_step  # > 1: steps are batches (Ludwig), a step is 1/per optimizer step
+    step = step.scaled(1.0 / per) if per > 1 else step
     warnings: list[str] = [*plan.notes, *est.notes, *step_warnings]
     if learned is not None:
         kind, version, rows = "learned", str(learned.version), int(learned.trained_rows)
@@ -242,11 +246,8 @@ def _assemble(
         kind, version, rows = "analytic", __version__, 0
     samples_rate = step.inverted(plan.samples_per_step)
     tokens_rate = step.inverted(plan.tokens_per_step) if plan.tokens_per_step else None
-    total = Interval(
-        estimate=total_time_s(plan, step.estimate),
-        low=total_time_s(plan, step.low),
-        high=total_time_s(plan, step.high),
-    )
+    total_low, total_estimate, total_high = total_time_interval_s(plan, step.low, step.estimate, step.high)
+    total = Interval(estimate=total_estimate, low=total_low, high=total_high)  # with the start-up's interval
     gpus = workload.parallel.num_gpus
     gpu_hours = total.scaled(gpus / 3600.0)
     from perfmodel.decide.cost import no_price_warning, price_for
@@ -273,7 +274,7 @@ def _assemble(
     mfu = None
     if est.flops.model_flops_per_step and est.peak_tflops:
         peak_total = est.peak_tflops * 1e12 * gpus
-        mfu = step.inverted(est.flops.model_flops_per_step / peak_total)
+        mfu = step.inverted(est.flops.model_flops_per_step / per / peak_total)
         if est.peak_source == "measured":
             datasheet = workload.gpu.peak_for(workload.training.compute_dtype)
             mfu = mfu.scaled(est.peak_tflops / datasheet)

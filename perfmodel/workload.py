@@ -23,8 +23,11 @@ STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
 ATTENTION_KERNELS = ("sdpa", "flash", "eager")
 ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
-FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm")
-"""Software-stack families the learned model knows by name (any other framework is 'other')."""
+FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm",
+              "ludwig")
+"""Software-stack families the learned model knows by name (any other framework is 'other').
+`ludwig`: Ludwig's trainer around eager PyTorch (its start-up and per-batch work are measured terms,
+perfmodel/analytic/totals.py startup_s and overhead.framework_floor_per_micro_batch_s)."""
 
 
 @dataclass(frozen=True)

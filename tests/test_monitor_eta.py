@@ -129,7 +129,9 @@ def test_a_wrong_prior_is_overruled_by_steady_steps():
 # --- coverage on real traces ----------------------------------------------------------------
 
 
-def _real_traces() -> list[list[float]]:
+def _real_traces(ludwig: bool = False) -> list[list[float]]:
+    """Own collectors' traces (warm-up excluded by the harness); ludwig=True: the real Ludwig runs'
+    every batch after the first (their warm-up ramps are Ludwig's, left in)."""
     import pandas as pd
 
     frames = [
@@ -139,6 +141,7 @@ def _real_traces() -> list[list[float]]:
     ]
     table = pd.concat(frames, ignore_index=True)
     table = table[(table["status"] == "ok") & (table["source_kind"] == "own")]
+    table = table[(table["framework"] == "ludwig") == ludwig]
     return [[float(t) for t in x] for x in table["step_times_s"] if x is not None and len(x) >= 10]
 
 
@@ -164,6 +167,26 @@ def test_remaining_time_interval_covers_real_traces_at_its_rate(prior_factor):
     # LEVEL_DRIFT was chosen on the quick-profile traces only; pooled with the full-profile ones
     # the coverage was 94% (module docstring). A broken blend or spread lands far outside this.
     assert 0.87 <= coverage <= 0.99, coverage
+
+
+def _replay_coverage(traces: list[list[float]]) -> float:
+    hits, n = 0, 0
+    for trace in traces:
+        for k in range(2, len(trace)):
+            r = estimate_remaining(steps(trace[:k]), len(trace) - k, None, 0.9).remaining_s
+            hits += r[1] <= sum(trace[k:]) <= r[2]
+            n += 1
+    return hits / n
+
+
+def test_remaining_time_interval_on_real_ludwig_runs():
+    """The 15 real Ludwig runs of the `ludwig` collector (every batch after the first, Ludwig's
+    own warm-up ramps left in: up to 3x over the first 10 batches on a 2-core CPU): the interval
+    held 82% when measured (issue 16), below the 90% it claims; a broken blend or spread lands
+    far below this bound."""
+    traces = _real_traces(ludwig=True)
+    assert len(traces) >= 10
+    assert 0.75 <= _replay_coverage(traces) <= 0.99
 
 
 # --- the core under a fake clock --------------------------------------------------------------

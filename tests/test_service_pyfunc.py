@@ -3,7 +3,9 @@
 The pyfunc takes feature-table rows and returns step time only; the service takes configs. The
 rows are built from each resolved workload with the public feature code (`codec.workload_to_row`),
 the pyfunc is loaded back from a local registry (`models:/perfmodel-throughput/1`), and the
-service answers through HTTP with the same model folder.
+service answers through HTTP with the same model folder. The pyfunc's step is the optimizer step
+(the feature table's unit); the service's step is the config's own (Ludwig: one batch, so an
+optimizer step over gradient accumulation).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from perfmodel.analytic import estimate
+from perfmodel.analytic.totals import plan_run
 from perfmodel.api import resolve_workload
 from perfmodel.codec import workload_to_row
 from perfmodel.service.app import create_app
@@ -62,8 +66,10 @@ def test_the_registered_pyfunc_and_the_service_agree_on_step_time(tmp_path):
     rows = pd.DataFrame([workload_to_row(w) for w in workloads])
     out = pyfunc.predict(rows)
     assert len(out) == len(REQUESTS)
+    per = [plan_run(w, estimate(w)).batches_per_optimizer_step for w in workloads]
+    assert per[3] == 16  # the Ludwig config accumulates 16 batches: its steps are batches
     for i, answer in enumerate(answers):
         step = answer.json()["step_time_s"]
-        assert out["step_time_s"][i] == pytest.approx(step["estimate"], rel=1e-9), REQUESTS[i]
-        assert out["step_time_low_s"][i] == pytest.approx(step["low"], rel=1e-9)
-        assert out["step_time_high_s"][i] == pytest.approx(step["high"], rel=1e-9)
+        assert out["step_time_s"][i] / per[i] == pytest.approx(step["estimate"], rel=1e-9), REQUESTS[i]
+        assert out["step_time_low_s"][i] / per[i] == pytest.approx(step["low"], rel=1e-9)
+        assert out["step_time_high_s"][i] / per[i] == pytest.approx(step["high"], rel=1e-9)

@@ -243,7 +243,52 @@ STORAGE_BANDWIDTH_GB_PER_S = 2.0
 
 STARTUP_FIXED_S = 60.0
 """Process start, imports, data loader and CUDA initialisation before the first step (s). An
-assumption; measured start-up terms per framework replace it where the project has them."""
+assumption (no measured spread) for every framework without measured terms below; framework
+`ludwig` has its own (LUDWIG_STARTUP_S, totals.startup_s)."""
+
+# --- Ludwig (framework `ludwig`): measured terms ---------------------------------------------
+# Real Ludwig 0.17.10 on a 2-core x86_64 CPU (torch 2.11, 18 runs with CPU contention <= 0.21;
+# issue 16 phase 1: /work/ludwig-lab/overheads_fit.json by fit_overheads.py, FINDINGS.md section 5;
+# the runs are the held-out set of docs/ludwig.md). Each entry: (estimate, low, high) in seconds,
+# low/high = the smallest / largest value measured (or the range stated).
+
+LUDWIG_STARTUP_S: dict[str, tuple[float, float, float]] = {
+    "import": (9.13, 8.60, 9.69),  # process start + import torch + import ludwig.api (n=18, sd 0.30)
+    "ctor_ecd": (2.43, 2.29, 2.58),  # LudwigModel(config): validation, backend (n=16)
+    "ctor_llm": (0.38, 0.37, 0.39),  # (n=2)
+    "build_ecd": (0.06, 0.01, 0.11),  # LudwigModel.create_model, small ECD models
+    # a 338k-parameter local Llama + LoRA (larger weights: + bytes / STORAGE_BANDWIDTH_GB_PER_S)
+    "build_llm": (0.44, 0.43, 0.46),
+    # eval_batch_size null (the ECD default) is tuned: 1.62-3.29 s measured; 0 when it is given
+    "eval_batch_tuning_ecd": (2.35, 0.0, 3.29),
+    # batch_size auto: 0.79 s in two runs, 1.5-13 s in isolated repeats of the tuner
+    "train_batch_tuning": (0.79, 0.79, 13.0),
+    "to_first_step_other": (0.3, 0.1, 0.6),  # train() -> first batch besides preprocessing, build and tuning
+    "after_last_step": (0.45, 0.06, 1.11),  # final evaluation bookkeeping, calibration, model save
+    # NOT measured (no Ludwig run on a GPU yet): CUDA context, cuBLAS/cuDNN init, moving (and for
+    # QLoRA quantizing) the weights on the device. An assumption with a wide range.
+    "gpu_init": (5.0, 1.0, 30.0),
+}
+"""Ludwig's start-up and wind-down terms, measured on a CPU host (see the block comment); `gpu_init`
+is the one assumed term, added on GPU hosts."""
+
+LUDWIG_PREPROCESS_S: dict[str, tuple[float, float]] = {
+    "tabular": (0.0565, 0.0225),  # (fixed s, s per 1,000 dataset rows), 6 runs, residual sd 0.010 s
+    "text": (0.1228, 0.1020),  # space_punct tokenizer + vocabulary build, 8 runs, residual sd 0.041 s
+    "image": (0.0640, 0.0105),  # lazy images: paths only (decoded per batch during training), 2 runs
+    "llm": (0.0923, 0.1368),  # Hugging Face tokenizer of the base model, 2 runs
+}
+"""Ludwig's preprocessing by dataset rows (first run: the cache beside the dataset is written)."""
+
+LUDWIG_PER_BATCH_FLOOR_S = 4.6e-3
+"""Ludwig's own work per batch (its training loop, metrics, callbacks, the optimizer call of a
+tiny model): the median step of a 1,990-parameter model at batch size 1 was 4.1-5.1 ms (p10-p90
+3.3-6.8 ms) on the 2-core CPU. Added to each micro-batch of framework `ludwig`
+(overhead.framework_floor_per_micro_batch_s)."""
+
+LUDWIG_TUNER_MAX_CPU_BATCH = 128
+"""Ludwig's batch-size tuner caps at MAX_CPU_BATCH_SIZE = 128 without CUDA (ludwig/trainers/trainer.py:
+Trainer.tune_batch_size) and only tries sizes <= 0.2 x training rows (ludwig/utils/batch_size_tuner.py)."""
 
 # --- gradient-boosted trees (LightGBM) -------------------------------------------------------
 

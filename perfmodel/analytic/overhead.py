@@ -60,8 +60,14 @@ def optimizer_kernels_per_step(w: Workload) -> float:
     return cv.OPTIMIZER_FOREACH_OPS * math.ceil(tensors / cv.OPTIMIZER_TENSORS_PER_LAUNCH)
 
 
+def framework_floor_per_micro_batch_s(w: Workload) -> float:
+    """Host time a training framework spends per micro-batch besides launching the model's kernels
+    (its own loop, metrics, callbacks): Ludwig's measured floor for framework `ludwig`, else 0."""
+    return cv.LUDWIG_PER_BATCH_FLOOR_S if w.framework == "ludwig" else 0.0
+
+
 def host_time_per_micro_batch_s(w: Workload) -> float:
-    return kernels_per_micro_batch(w) * cv.HOST_SECONDS_PER_KERNEL
+    return kernels_per_micro_batch(w) * cv.HOST_SECONDS_PER_KERNEL + framework_floor_per_micro_batch_s(w)
 
 
 def host_time_per_optimizer_step_s(w: Workload) -> float:

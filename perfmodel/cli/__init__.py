@@ -47,6 +47,7 @@ def _register_commands() -> None:
         commands_collect,
         commands_dataset,
         commands_decide,
+        commands_ludwig,
         commands_memory,
         commands_predict,
         commands_run,
@@ -66,6 +67,7 @@ def _register_commands() -> None:
     commands_decide.register(app)
     commands_run.register(app)
     commands_serve.register(app)
+    commands_ludwig.register(app)
 
 
 _register_commands()

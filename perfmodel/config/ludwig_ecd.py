@@ -15,23 +15,46 @@ from typing import Any
 
 from perfmodel.catalog import get_model
 from perfmodel.config import ludwig_estimates as est
+from perfmodel.config.ludwig_data import LudwigData
+from perfmodel.config.ludwig_defaults import LudwigDefaults
 from perfmodel.config.ludwig_features import column, encoder_of, features, preprocessing_of, section
 from perfmodel.config.native import Draft
 from perfmodel.errors import ConfigError, UnsupportedError, quote
 
 HF_TEXT_ENCODERS = {
-    "bert": "bert-base-uncased", "distilbert": "distilbert-base-uncased", "roberta": "roberta-base",
-    "t5": "t5-small", "mt5": "google/mt5-base", "gpt2": "gpt2", "gpt": "openai-gpt", "albert": "albert-base-v2",
-    "xlmroberta": "xlm-roberta-base", "electra": "google/electra-small-discriminator", "camembert": "camembert-base",
-    "longformer": "allenai/longformer-base-4096", "xlnet": "xlnet-base-cased", "flaubert": "flaubert/flaubert_small_cased",
-    "ctrl": "ctrl", "transformer_xl": "transfo-xl-wt103", "xlm": "xlm-mlm-en-2048", "deberta": "microsoft/deberta-v3-base",
-    "auto_transformer": "", "llm": "",
+    "bert": "bert-base-uncased",
+    "distilbert": "distilbert-base-uncased",
+    "roberta": "roberta-base",
+    "t5": "t5-small",
+    "mt5": "google/mt5-base",
+    "gpt2": "gpt2",
+    "gpt": "openai-gpt",
+    "albert": "albert-base-v2",
+    "xlmroberta": "xlm-roberta-base",
+    "electra": "google/electra-small-discriminator",
+    "camembert": "camembert-base",
+    "longformer": "allenai/longformer-base-4096",
+    "xlnet": "xlnet-base-cased",
+    "flaubert": "flaubert/flaubert_small_cased",
+    "ctrl": "ctrl",
+    "transformer_xl": "transfo-xl-wt103",
+    "xlm": "xlm-mlm-en-2048",
+    "deberta": "microsoft/deberta-v3-base",
+    "auto_transformer": "",
+    "llm": "",
 }
 """Ludwig text encoder -> its default pretrained_model_name_or_path (ludwig/schema/encoders/text_encoders.py)."""
 IMAGE_ENCODERS = ("stacked_cnn", "resnet", "vit", "unet")
-_HF_DIMS = {"hidden_size": "hidden_size", "d_model": "hidden_size", "num_hidden_layers": "num_layers",
-            "num_attention_heads": "num_heads", "num_heads": "num_heads", "intermediate_size": "ffn_hidden_size",
-            "d_ff": "ffn_hidden_size", "vocab_size": "vocab_size"}
+_HF_DIMS = {
+    "hidden_size": "hidden_size",
+    "d_model": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "num_heads": "num_heads",
+    "intermediate_size": "ffn_hidden_size",
+    "d_ff": "ffn_hidden_size",
+    "vocab_size": "vocab_size",
+}
 TEXT_DEFAULT_MAX_LEN = 256
 """Ludwig text preprocessing max_sequence_length default."""
 
@@ -52,8 +75,9 @@ class Candidate:
     checkpointing: bool | None = None
 
 
-def _text_candidate(i: int, f: dict[str, Any], kind: str, p: dict[str, Any], own: set[str],
-                    pre: dict[str, Any], stats: Any) -> Candidate:
+def _text_candidate(
+    i: int, f: dict[str, Any], kind: str, p: dict[str, Any], own: set[str], pre: dict[str, Any], stats: Any
+) -> Candidate:
     path = f"input_features[{i}] ({f['name']})"
     name = p.get("base_model") if kind == "llm" else p.get("pretrained_model_name_or_path")
     name = name or HF_TEXT_ENCODERS[kind]
@@ -69,19 +93,25 @@ def _text_candidate(i: int, f: dict[str, Any], kind: str, p: dict[str, Any], own
     if stats is not None and column(f) in stats.text_columns:
         longest = stats.max_tokens(column(f)) + 2
         c.seq_len = max(1, min(int(cap or TEXT_DEFAULT_MAX_LEN), longest))
-        c.seq_line = (f"{path}: sequence length {c.seq_len} = longest text in column {column(f)} "
-                      f"(~{longest} tokens by characters/4, with 2 special tokens) capped at max_sequence_length "
-                      f"{cap or TEXT_DEFAULT_MAX_LEN}")
+        c.seq_line = (
+            f"{path}: sequence length {c.seq_len} = longest text in column {column(f)} "
+            f"(~{longest} tokens by characters/4, with 2 special tokens) capped at max_sequence_length "
+            f"{cap or TEXT_DEFAULT_MAX_LEN}"
+        )
     elif cap:
         c.seq_len = int(cap)
     else:
         c.seq_len, c.seq_is_default = TEXT_DEFAULT_MAX_LEN, True
-        c.seq_line = (f"{path}: max_sequence_length not given: Ludwig's default {TEXT_DEFAULT_MAX_LEN} assumed as the "
-                      f"sequence length (an upper bound: Ludwig pads to the longest text in the data; pass --dataset)")
+        c.seq_line = (
+            f"{path}: max_sequence_length not given: Ludwig's default {TEXT_DEFAULT_MAX_LEN} assumed as the "
+            f"sequence length (an upper bound: Ludwig pads to the longest text in the data; pass --dataset)"
+        )
     c.trainable = bool(p.get("trainable", False))
     if "trainable" not in own:
-        c.trainable_line = (f"{path}: encoder trainable not given: Ludwig's default for pretrained {kind} encoders is "
-                            f"false (frozen encoder, forward pass only)")
+        c.trainable_line = (
+            f"{path}: encoder trainable not given: Ludwig's default for pretrained {kind} encoders is "
+            f"false (frozen encoder, forward pass only)"
+        )
     if p.get("gradient_checkpointing") is not None:
         c.checkpointing = bool(p["gradient_checkpointing"])
     return c
@@ -108,8 +138,15 @@ def _probe_image(dataset: Path | None, f: dict[str, Any]) -> tuple[int, int, int
         return None
 
 
-def image_size(i: int, f: dict[str, Any], p: dict[str, Any], pre: dict[str, Any], dataset: Path | None,
-               default: int, notes: list[str]) -> tuple[int, int, int]:
+def image_size(
+    i: int,
+    f: dict[str, Any],
+    p: dict[str, Any],
+    pre: dict[str, Any],
+    dataset: Path | None,
+    default: int,
+    notes: list[str],
+) -> tuple[int, int, int]:
     path = f"input_features[{i}] ({f['name']})"
     h = pre.get("height") or p.get("img_height") or p.get("height")
     w = pre.get("width") or p.get("img_width") or p.get("width") or h
@@ -126,8 +163,10 @@ def image_size(i: int, f: dict[str, Any], p: dict[str, Any], pre: dict[str, Any]
     h = int(h or pre.get("infer_image_max_height") or default)
     w = int(w or pre.get("infer_image_max_width") or default)
     c = int(c or (probed[2] if probed else 3))
-    notes.append(f"{path}: image size not given (Ludwig infers it from the images): assumed {h}x{w}x{c}; "
-                 f"add preprocessing height/width/num_channels to the feature to change it")
+    notes.append(
+        f"{path}: image size not given (Ludwig infers it from the images): assumed {h}x{w}x{c}; "
+        f"add preprocessing height/width/num_channels to the feature to change it"
+    )
     return h, w, c
 
 
@@ -137,12 +176,25 @@ def _vit(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Candid
     d, layers = int(p.get("hidden_size") or 768), int(p.get("num_hidden_layers") or 12)
     heads, ffn = int(p.get("num_attention_heads") or 12), int(p.get("intermediate_size") or 3072)
     standard = (d, layers, heads, ffn, patch) == (768, 12, 12, 3072, 16)
-    model = {"name": "vit-b16" if standard else "ludwig-vit", "family": "vit", "arch": "encoder", "hidden_size": d,
-             "num_layers": layers, "num_heads": heads, "ffn_hidden_size": ffn, "vocab_size": 0,
-             "learned_pos_embeddings": tokens, "reference_input": f"{h}x{w} image, {patch}x{patch} patches"}
-    return Candidate(label=f"input_features[{i}] ({f['name']}): vit encoder", model=model, seq_len=tokens,
-                     seq_line=f"input_features[{i}] ({f['name']}): vit sequence length {tokens} = ({h}/{patch}) x ({w}/{patch}) patches + [CLS]",
-                     trainable=bool(p.get("trainable", True)))
+    model = {
+        "name": "vit-b16" if standard else "ludwig-vit",
+        "family": "vit",
+        "arch": "encoder",
+        "hidden_size": d,
+        "num_layers": layers,
+        "num_heads": heads,
+        "ffn_hidden_size": ffn,
+        "vocab_size": 0,
+        "learned_pos_embeddings": tokens,
+        "reference_input": f"{h}x{w} image, {patch}x{patch} patches",
+    }
+    return Candidate(
+        label=f"input_features[{i}] ({f['name']}): vit encoder",
+        model=model,
+        seq_len=tokens,
+        seq_line=f"input_features[{i}] ({f['name']}): vit sequence length {tokens} = ({h}/{patch}) x ({w}/{patch}) patches + [CLS]",
+        trainable=bool(p.get("trainable", True)),
+    )
 
 
 def _resnet(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Candidate:
@@ -154,37 +206,151 @@ def _resnet(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Can
         model["forward_gflops_per_sample"] = float(base.forward_gflops_per_sample or 0) * factor
         if base.activation_mb_per_sample:
             model["activation_mb_per_sample"] = base.activation_mb_per_sample * factor
-    return Candidate(label=f"input_features[{i}] ({f['name']}): resnet{size} encoder", model=model,
-                     trainable=bool(p.get("trainable", True)))
+    return Candidate(
+        label=f"input_features[{i}] ({f['name']}): resnet{size} encoder",
+        model=model,
+        trainable=bool(p.get("trainable", True)),
+    )
 
 
-def map_ecd(cfg: dict[str, Any], draft: Draft, stats: Any, dataset: Path | None) -> Candidate:
+def ludwig_columns(
+    cfg: dict[str, Any], defaults: LudwigDefaults
+) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+    """({category column: most_common}, {text column: (tokenizer, most_common)}) that Ludwig learns
+    vocabularies from: category inputs and outputs, text/sequence inputs with Ludwig's own encoders."""
+    cats: dict[str, int] = {}
+    texts: dict[str, tuple[str, int]] = {}
+    for key, output in (("input_features", False), ("output_features", True)):
+        for f in features(cfg, key):
+            ftype = str(f["type"]).lower()
+            pre = {**defaults.preprocessing(ftype, output=output), **preprocessing_of(f, cfg)}
+            if ftype == "category":
+                cats[column(f)] = int(pre.get("most_common") or 10000)
+            elif (
+                ftype in ("text", "sequence") and not output and encoder_of(f, cfg)[0] not in HF_TEXT_ENCODERS
+            ):
+                texts[column(f)] = (
+                    str(pre.get("tokenizer") or "space_punct"),
+                    int(pre.get("most_common") or 20000),
+                )
+    return cats, texts
+
+
+_SIZE_KEYS = (
+    "embedding_size",
+    "num_filters",
+    "output_size",
+    "state_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "transformer_output_size",
+    "num_fc_layers",
+    "cell_type",
+    "bidirectional",
+)
+"""Encoder settings that change the cost: the ones an assumption line names when Ludwig's default is used."""
+
+
+def _note_encoder_defaults(
+    draft: Draft,
+    where: str,
+    ftype: str,
+    kind: str,
+    p: dict[str, Any],
+    own: set[str],
+    defaults: LudwigDefaults,
+) -> None:
+    """State the encoder Ludwig picks and the default sizes it uses (when the config does not say)."""
+    sized = {k: p[k] for k in _SIZE_KEYS if k in p and k not in own and p[k] is not None}
+    if "type" in own and not sized:
+        return
+    which = kind if "type" in own else f"{kind} (Ludwig's default for {ftype})"
+    if not sized and kind == "passthrough":
+        return
+    sizes = ", ".join(f"{k} {v}" for k, v in sized.items())
+    draft.note(f"{where}: encoder {which}{' with ' + sizes if sizes else ''} [{defaults.source}]")
+
+
+def _vocab_from_config(p: dict[str, Any]) -> int | None:
+    """The vocabulary Ludwig wrote into an encoder after preprocessing (vocab_size, or its vocab list)."""
+    if isinstance(p.get("vocab_size"), int) and p["vocab_size"] > 0:
+        return int(p["vocab_size"])
+    if isinstance(p.get("vocab"), list) and p["vocab"]:
+        return len(p["vocab"])
+    return None
+
+
+def map_ecd(
+    cfg: dict[str, Any],
+    draft: Draft,
+    stats: Any,
+    dataset: Path | None,
+    defaults: LudwigDefaults | None = None,
+    data: LudwigData | None = None,
+) -> Candidate:
     """The model section of an ECD config; returns the carrying Candidate (an estimate has trainable
-    True and no sequence length)."""
+    True and no sequence length). `defaults`: Ludwig's defaults (combiner, encoders, preprocessing);
+    `data`: what Ludwig learns from the dataset (vocabularies, tokenized lengths)."""
+    from perfmodel.config.ludwig_defaults import defaults_for
+
+    defaults = defaults or defaults_for(cfg)
     inputs = features(cfg, "input_features")
     outputs = features(cfg, "output_features")
     pretrained: list[Candidate] = []
-    cost, width, counted, image_kinds = est.Cost(), 0.0, [], []
+    cost, widths, counted, image_kinds = est.Cost(), [], [], []
     for i, f in enumerate(inputs):
         ftype = str(f["type"]).lower()
         kind, p, own = encoder_of(f, cfg)
-        pre = preprocessing_of(f, cfg)
+        p = {**defaults.encoder(i, ftype, kind), **p}
+        pre = {**defaults.preprocessing(ftype), **preprocessing_of(f, cfg)}
         where = f"input_features[{i}] ({f['name']})"
+        _note_encoder_defaults(draft, where, ftype, kind, p, own, defaults)
         if ftype in ("text", "sequence", "timeseries"):
             if kind in HF_TEXT_ENCODERS and ftype == "text":
-                pretrained.append(_text_candidate(i, f, kind, p, own, pre, stats))
+                pretrained.append(_text_candidate(i, f, kind, p, own, preprocessing_of(f, cfg), stats))
                 continue
             if kind not in est.SEQUENCE_ENCODERS:
-                raise UnsupportedError(f"{where}: {ftype} encoder {quote(kind)} is not supported; supported: "
-                                       f"{', '.join(est.SEQUENCE_ENCODERS)} and the pretrained text encoders ({', '.join(HF_TEXT_ENCODERS)})")
-            seq = int(p.get("max_sequence_length") or pre.get("max_sequence_length") or TEXT_DEFAULT_MAX_LEN)
-            if stats is not None and column(f) in stats.text_columns:
-                seq = max(1, min(seq, stats.max_tokens(column(f)) + 2))
-            part, out = est.sequence_encoder(kind, p, seq)
+                raise UnsupportedError(
+                    f"{where}: {ftype} encoder {quote(kind)} is not supported; supported: "
+                    f"{', '.join(est.SEQUENCE_ENCODERS)} and the pretrained text encoders ({', '.join(HF_TEXT_ENCODERS)})"
+                )
+            cap = int(p.get("max_sequence_length") or pre.get("max_sequence_length") or TEXT_DEFAULT_MAX_LEN)
+            text = data.texts.get(column(f)) if data is not None else None
+            known = _vocab_from_config(
+                p
+            )  # a config Ludwig resolved after preprocessing (its callbacks get one)
+            vocab = text.vocab_size if text is not None else (known or est.ASSUMED_TEXT_VOCAB)
+            if known and text is None:
+                seq = cap
+                draft.note(
+                    f"{where}: vocabulary {vocab:,} and sequence length {seq} from the config (Ludwig's, "
+                    f"after preprocessing)"
+                )
+            elif text is not None:
+                seq = text.padded_length(cap)
+                draft.note(
+                    f"{where}: Ludwig's {text.tokenizer} tokenizer on the data: vocabulary {vocab:,} (distinct "
+                    f"tokens + 4 special symbols), sequences padded to {seq} (longest {text.longest_tokens} tokens + "
+                    f"start/stop, cap {cap}), {text.mean_tokens:.1f} tokens per row on average"
+                )
+            else:
+                seq = cap
+                if stats is not None and column(f) in stats.text_columns:
+                    seq = max(1, min(seq, stats.max_tokens(column(f)) + 2))
+                draft.note(
+                    f"{where}: vocabulary assumed {vocab:,} (Ludwig's most_common cap; Ludwig builds it from the "
+                    f"data: pass --dataset) and sequence length {seq}"
+                )
+            part, out = est.sequence_encoder(kind, p, seq, vocab)
         elif ftype == "image":
             if kind not in IMAGE_ENCODERS:
-                raise UnsupportedError(f"{where}: image encoder {quote(kind)} is not supported; supported: {', '.join(IMAGE_ENCODERS)}")
-            h, w, c = image_size(i, f, p, pre, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes)
+                raise UnsupportedError(
+                    f"{where}: image encoder {quote(kind)} is not supported; supported: {', '.join(IMAGE_ENCODERS)}"
+                )
+            h, w, c = image_size(
+                i, f, p, pre, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes
+            )
             if kind == "vit":
                 pretrained.append(_vit(i, f, p, h, w))
                 continue
@@ -193,35 +359,52 @@ def map_ecd(cfg: dict[str, Any], draft: Draft, stats: Any, dataset: Path | None)
                 continue
             image_kinds.append(kind)
             if kind == "unet":
-                classes = next((int(preprocessing_of(o, cfg).get("num_classes") or 2) for o in outputs if str(o["type"]) == "image"), 2)
+                classes = next(
+                    (
+                        int(preprocessing_of(o, cfg).get("num_classes") or 2)
+                        for o in outputs
+                        if str(o["type"]) == "image"
+                    ),
+                    2,
+                )
                 part, out = est.unet(h, w, c, classes), 0.0
             else:
                 part, out = est.image_stacked_cnn(p, h, w, c)
         elif ftype in est.SMALL_FEATURE_TYPES:
-            part, out = est.small_feature(ftype, kind, p)
+            cat_vocab = data.categories.get(column(f)) if data is not None and ftype == "category" else None
+            part, out = est.small_feature(ftype, kind, p, cat_vocab or _vocab_from_config(p))
         else:
-            raise UnsupportedError(f"{where}: input feature type {quote(ftype)} is not supported; supported: text, sequence, "
-                                   f"timeseries, image, {', '.join(est.SMALL_FEATURE_TYPES)}")
+            raise UnsupportedError(
+                f"{where}: input feature type {quote(ftype)} is not supported; supported: text, sequence, "
+                f"timeseries, image, {', '.join(est.SMALL_FEATURE_TYPES)}"
+            )
         cost += part
-        width += out
+        widths.append(out)
         counted.append(f"{ftype}/{kind}")
     if pretrained:
         names = {tuple(sorted(c.model.items())) for c in pretrained}
         if len(names) > 1:
-            raise UnsupportedError("ECD models with several different pretrained encoders ("
-                                   + "; ".join(c.label for c in pretrained) + ") are not supported: keep one")
+            raise UnsupportedError(
+                "ECD models with several different pretrained encoders ("
+                + "; ".join(c.label for c in pretrained)
+                + ") are not supported: keep one"
+            )
         chosen = pretrained[0]
         if len(pretrained) > 1:
             layers = int(chosen.model.get("num_layers") or get_model(chosen.model["name"]).num_layers or 0)
             chosen.model["num_layers"] = layers * len(pretrained)
-            draft.note(f"{len(pretrained)} input features use the same {chosen.model['name']} encoder: counted as one "
-                       f"model with {len(pretrained)} x {layers} layers")
+            draft.note(
+                f"{len(pretrained)} input features use the same {chosen.model['name']} encoder: counted as one "
+                f"model with {len(pretrained)} x {layers} layers"
+            )
         if counted:
-            draft.note(f"{len(counted)} other input feature(s) ({', '.join(sorted(set(counted)))}), the combiner and "
-                       f"the decoders are small next to {chosen.model['name']} and are not counted")
+            draft.note(
+                f"{len(counted)} other input feature(s) ({', '.join(sorted(set(counted)))}), the combiner and "
+                f"the decoders are small next to {chosen.model['name']} and are not counted"
+            )
         _note_text_outputs(outputs, draft)
         return chosen
-    return _estimate(cfg, outputs, draft, cost, width, counted, image_kinds)
+    return _estimate(cfg, outputs, draft, cost, widths, counted, image_kinds, defaults, data)
 
 
 def _note_text_outputs(outputs: list[dict[str, Any]], draft: Draft) -> None:
@@ -230,37 +413,74 @@ def _note_text_outputs(outputs: list[dict[str, Any]], draft: Draft) -> None:
             draft.note(f"output feature {o['name']} ({o['type']}): its sequence decoder is not counted")
 
 
-def _estimate(cfg: dict[str, Any], outputs: list[dict[str, Any]], draft: Draft, cost: est.Cost, width: float,
-              counted: list[str], image_kinds: list[str]) -> Candidate:
-    comb = section(cfg, "combiner", "combiner")
+def _estimate(
+    cfg: dict[str, Any],
+    outputs: list[dict[str, Any]],
+    draft: Draft,
+    cost: est.Cost,
+    widths: list[float],
+    counted: list[str],
+    image_kinds: list[str],
+    defaults: LudwigDefaults,
+    data: LudwigData | None,
+) -> Candidate:
+    section(cfg, "combiner", "combiner")
+    comb, line = defaults.combiner(cfg)
+    if line:
+        draft.note(line)
     ctype = str(comb.get("type", "concat")).lower()
+    width = float(sum(widths))
     if ctype == "concat":
         part, width = est.fc_stack(width, est.fc_widths(comb, []))
     elif ctype == "tabnet":
         part, width = est.tabnet(width, comb)
+    elif ctype == "ft_transformer":
+        part, width = est.ft_transformer(widths, comb)
     else:
-        raise UnsupportedError(f"combiner.type {ctype} is not supported for a model perfmodel has to estimate; supported: concat, tabnet")
+        raise UnsupportedError(
+            f"combiner.type {ctype} is not supported for a model perfmodel has to estimate; supported: "
+            f"concat, tabnet, ft_transformer"
+        )
     cost += part
     for o in outputs:
         otype = str(o["type"]).lower()
-        if otype in ("text", "sequence"):
+        if otype in ("text", "sequence", "image"):
             continue
-        if otype != "image":
-            cost += est.linear(max(width, 1.0), int(preprocessing_of(o, cfg).get("num_classes") or 2))
+        if otype in ("binary", "number"):
+            cost += est.linear(max(width, 1.0), 1)  # regressor decoder: one output
+            continue
+        classes = data.categories.get(column(o)) if data is not None else None
+        classes = classes or int(o.get("num_classes") or preprocessing_of(o, cfg).get("num_classes") or 2)
+        cost += est.linear(max(width, 1.0), classes)
     _note_text_outputs(outputs, draft)
     arch = "cnn" if cost.conv else ("other" if cost.recurrent else "mlp")
-    label = image_kinds[0] if image_kinds else ctype
+    sequence_kinds = [
+        c.split("/")[1] for c in counted if c.split("/")[0] in ("text", "sequence", "timeseries")
+    ]
+    label = image_kinds[0] if image_kinds else (f"{sequence_kinds[0]}-{ctype}" if sequence_kinds else ctype)
     params = max(1, round(cost.params))
     gflops = max(cost.flops / 1e9, 1e-9)
     act_mb = cost.acts * 2 / 1e6
-    kinds = ", ".join(f"{n} x {k}" if n > 1 else k for k, n in sorted({k: counted.count(k) for k in counted}.items()))
+    kinds = ", ".join(
+        f"{n} x {k}" if n > 1 else k for k, n in sorted({k: counted.count(k) for k in counted}.items())
+    )
+    vocabs = (
+        f"category vocabularies from the data: {', '.join(f'{c} {v:,}' for c, v in data.categories.items())}"
+        if data is not None and data.categories
+        else f"category vocabularies assumed {est.ASSUMED_CATEGORY_VOCAB:,}"
+    )
     draft.note(
         f"model estimated from the Ludwig config ({kinds}; {ctype} combiner): {params:,} parameters, "
-        f"{gflops:.3g} GFLOPs forward and {act_mb:.3g} MB of 16-bit activations per sample "
-        f"(category vocabularies assumed {est.ASSUMED_CATEGORY_VOCAB}, text vocabulary {est.ASSUMED_TEXT_VOCAB})"
+        f"{gflops:.3g} GFLOPs forward and {act_mb:.3g} MB of 16-bit activations per sample ({vocabs})"
     )
-    model = {"name": f"ludwig-{label}", "family": "ludwig-ecd", "arch": arch, "params_total": params,
-             "forward_gflops_per_sample": float(f"{gflops:.6g}"), "activation_mb_per_sample": float(f"{max(act_mb, 1e-6):.6g}"),
-             "reference_input": f"one sample of {len(counted)} input feature(s)",
-             "source": "perfmodel estimate from the Ludwig config's layer sizes and Ludwig's defaults"}
+    model = {
+        "name": f"ludwig-{label}",
+        "family": "ludwig-ecd",
+        "arch": arch,
+        "params_total": params,
+        "forward_gflops_per_sample": float(f"{gflops:.6g}"),
+        "activation_mb_per_sample": float(f"{max(act_mb, 1e-6):.6g}"),
+        "reference_input": f"one sample of {len(counted)} input feature(s)",
+        "source": "perfmodel estimate from the Ludwig config's layer sizes and Ludwig's defaults",
+    }
     return Candidate(label=f"ludwig-{label}", model=model)

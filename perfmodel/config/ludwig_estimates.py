@@ -7,8 +7,10 @@ convolutions with 32 and 64 channels, each followed by a 2x2 max-pool, then one 
 layer of 128; text/sequence embed, parallel_cnn, stacked_cnn, rnn, transformer encoders with
 embedding_size 256 and 256 filters / units; category dense encoder embedding_size 50; set/bag embed
 50; concat combiner with no fully connected layers; tabnet size 32, output_size 128, num_steps 3,
-4 GLU blocks (2 shared). Vocabulary sizes come from the data in Ludwig; perfmodel assumes
-ASSUMED_CATEGORY_VOCAB / ASSUMED_TEXT_VOCAB and says so.
+4 GLU blocks (2 shared); ft_transformer (Ludwig 0.17's default combiner for >= 3 inputs) 1 layer,
+hidden 256, 8 heads. Vocabulary sizes come from the data in Ludwig: perfmodel reads them from
+--dataset (ludwig_data.py), else assumes ASSUMED_CATEGORY_VOCAB / ASSUMED_TEXT_VOCAB and says so.
+With the data, every ECD model Ludwig built in issue 16's runs gets Ludwig's exact parameter count.
 
 FLOPs count a multiply-add as 2. Activations are elements kept for backward (outputs of each
 layer), converted to MB at 16 bits by the caller, as ModelSpec.activation_mb_per_sample asks.
@@ -61,7 +63,12 @@ MAX_LAYERS = 10_000
 
 def layer_count(value: Any, key: str) -> int:
     """A layer count from a Ludwig config: a whole number between 0 and MAX_LAYERS."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or not 0 <= value <= MAX_LAYERS:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or not 0 <= value <= MAX_LAYERS
+    ):
         raise ConfigError(f"{key} must be a whole number between 0 and {MAX_LAYERS:,}, got {quote(value)}")
     return int(value)
 
@@ -70,7 +77,10 @@ def fc_widths(p: dict[str, Any], default: list[int], default_size: int = 256) ->
     """Output sizes of a Ludwig fully connected stack (fc_layers, or num_fc_layers x output_size)."""
     size = int(p.get("output_size") or default_size)
     if isinstance(p.get("fc_layers"), list):
-        return [int(layer.get("output_size", size)) if isinstance(layer, dict) else size for layer in p["fc_layers"]]
+        return [
+            int(layer.get("output_size", size)) if isinstance(layer, dict) else size
+            for layer in p["fc_layers"]
+        ]
     if p.get("num_fc_layers") is not None:
         return [size] * layer_count(p["num_fc_layers"], "num_fc_layers")
     return list(default)
@@ -88,9 +98,16 @@ def _out(size: int, k: int, stride: int, pad: int) -> int:
     return max(1, (size + 2 * pad - k) // stride + 1)
 
 
-def conv2d(h: int, w: int, cin: int, cout: int, k: int, stride: int = 1, pad: int = 0) -> tuple[Cost, int, int]:
+def conv2d(
+    h: int, w: int, cin: int, cout: int, k: int, stride: int = 1, pad: int = 0
+) -> tuple[Cost, int, int]:
     h2, w2 = _out(h, k, stride, pad), _out(w, k, stride, pad)
-    cost = Cost(params=k * k * cin * cout + cout, flops=2.0 * k * k * cin * cout * h2 * w2, acts=2.0 * cout * h2 * w2, conv=True)
+    cost = Cost(
+        params=k * k * cin * cout + cout,
+        flops=2.0 * k * k * cin * cout * h2 * w2,
+        acts=2.0 * cout * h2 * w2,
+        conv=True,
+    )
     return cost, h2, w2
 
 
@@ -100,7 +117,11 @@ def image_stacked_cnn(p: dict[str, Any], h: int, w: int, c: int) -> tuple[Cost, 
     layers = p.get("conv_layers")
     if not isinstance(layers, list):
         n = p.get("num_conv_layers")
-        layers = [{} for _ in range(layer_count(n, "num_conv_layers"))] if n else [{"out_channels": 32}, {"out_channels": 64}]
+        layers = (
+            [{} for _ in range(layer_count(n, "num_conv_layers"))]
+            if n
+            else [{"out_channels": 32}, {"out_channels": 64}]
+        )
     default_out = int(p.get("out_channels") or p.get("num_filters") or 256)
     cost = Cost()
     for layer in layers:
@@ -141,7 +162,12 @@ def unet(h: int, w: int, cin: int, num_classes: int) -> Cost:
     prev = 1024
     for i, ch in reversed(list(enumerate(channels))):
         hi, wi = h >> i, w >> i
-        cost += Cost(params=4 * prev * ch + ch, flops=2.0 * 4 * prev * ch * (hi // 2) * (wi // 2), acts=ch * hi * wi, conv=True)
+        cost += Cost(
+            params=4 * prev * ch + ch,
+            flops=2.0 * 4 * prev * ch * (hi // 2) * (wi // 2),
+            acts=ch * hi * wi,
+            conv=True,
+        )
         cost += conv2d(hi, wi, 2 * ch, ch, 3, 1, 1)[0]
         cost += conv2d(hi, wi, ch, ch, 3, 1, 1)[0]
         prev = ch
@@ -149,7 +175,9 @@ def unet(h: int, w: int, cin: int, num_classes: int) -> Cost:
     return cost
 
 
-def sequence_encoder(kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUMED_TEXT_VOCAB) -> tuple[Cost, float]:
+def sequence_encoder(
+    kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUMED_TEXT_VOCAB
+) -> tuple[Cost, float]:
     """Ludwig's own text / sequence encoders (no pretrained weights)."""
     if kind not in SEQUENCE_ENCODERS:
         raise UnsupportedError(f"sequence encoder {quote(kind)}")
@@ -166,22 +194,33 @@ def sequence_encoder(kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUME
         dirs = 2 if p.get("bidirectional") else 1
         width = float(emb)
         for _ in range(layer_count(p.get("num_layers") or 1, "num_layers")):
-            per_token = gates * (width + state + 1) * state
-            cost += Cost(params=dirs * per_token, flops=2.0 * dirs * per_token * seq, acts=dirs * state * seq * gates, recurrent=True)
+            per_token = (
+                gates * (width + state + 2) * state
+            )  # torch RNNs: input and hidden weights, two biases
+            cost += Cost(
+                params=dirs * per_token,
+                flops=2.0 * dirs * per_token * seq,
+                acts=dirs * state * seq * gates,
+                recurrent=True,
+            )
             width = float(dirs * state)
         return cost, width
     if kind == "transformer":
         d = int(p.get("hidden_size") or 256)
-        ff = int(p.get("transformer_output_size") or 256)
-        per_layer = 4 * d * d + 2 * d * ff
-        layers = int(p.get("num_layers") or 1)
+        cost += Cost(params=seq * emb)  # learned position embeddings, one per padded position
         cost += linear(emb, d, seq) if emb != d else Cost()
-        cost += Cost(params=layers * per_layer, flops=layers * (2.0 * per_layer * seq + 4.0 * seq * seq * d),
-                     acts=layers * seq * (6 * d + ff))
-        return cost, float(d)
+        part, width = transformer_stack(
+            d, int(p.get("transformer_output_size") or 256), int(p.get("num_layers") or 1), seq
+        )
+        cost += part
+        return cost, width
     nf = int(p.get("num_filters") or 256)
     if kind == "parallel_cnn":
-        sizes = [int(x.get("filter_size", 3)) for x in p["conv_layers"]] if isinstance(p.get("conv_layers"), list) else [2, 3, 4, 5]
+        sizes = (
+            [int(x.get("filter_size", 3)) for x in p["conv_layers"]]
+            if isinstance(p.get("conv_layers"), list)
+            else [2, 3, 4, 5]
+        )
         for k in sizes:
             cost += Cost(params=k * emb * nf + nf, flops=2.0 * k * emb * nf * seq, acts=nf * seq, conv=True)
         width = float(nf * len(sizes))
@@ -191,7 +230,9 @@ def sequence_encoder(kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUME
             plan = [(int(x.get("filter_size", 3)), int(x.get("pool_size") or 0)) for x in p["conv_layers"]]
         cin, length = emb, float(seq)
         for k, pool in plan:
-            cost += Cost(params=k * cin * nf + nf, flops=2.0 * k * cin * nf * length, acts=nf * length, conv=True)
+            cost += Cost(
+                params=k * cin * nf + nf, flops=2.0 * k * cin * nf * length, acts=nf * length, conv=True
+            )
             cin = nf
             if pool:
                 length = max(1.0, length // pool)
@@ -201,17 +242,56 @@ def sequence_encoder(kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUME
     return cost, width
 
 
-def small_feature(ftype: str, kind: str, p: dict[str, Any]) -> tuple[Cost, float]:
-    """Tabular-style input features: (cost, output width)."""
+def transformer_stack(d: int, ff: int, layers: int, seq: float) -> tuple[Cost, float]:
+    """Ludwig's TransformerStack (ludwig/modules/attention_modules.py): per layer multi-head attention
+    (q, k, v, output projections with biases), a two-layer feed-forward of width `ff` and two layer
+    norms, over `seq` tokens; attention scores and values 4 x seq^2 x d FLOPs per layer."""
+    per_layer = 4 * (d * d + d) + (d * ff + ff) + (ff * d + d) + 4 * d
+    matmul = 4 * d * d + 2 * d * ff
+    return Cost(
+        params=layers * per_layer,
+        flops=layers * (2.0 * matmul * seq + 4.0 * seq * seq * d),
+        acts=layers * seq * (6 * d + ff),
+    ), float(d)
+
+
+def ft_transformer(widths: list[float], p: dict[str, Any]) -> tuple[Cost, float]:
+    """Ludwig's ft_transformer combiner (Gorishniy et al. 2021): each input feature projected to
+    hidden_size (a linear layer per feature), a learned [CLS] token, a TransformerStack over
+    features + 1 tokens, the [CLS] output through fc_layers (none by default). Ludwig 0.17's
+    default when an ECD config with >= 3 inputs has no combiner section (1 layer, hidden 256,
+    8 heads, transformer_output_size 256)."""
+    d = int(p.get("hidden_size") or 256)
+    cost = Cost(params=d)  # [CLS]
+    for w in widths:
+        cost += linear(max(w, 1.0), d)
+    part, width = transformer_stack(
+        d,
+        int(p.get("transformer_output_size") or 256),
+        layer_count(p.get("num_layers") or 1, "num_layers"),
+        len(widths) + 1,
+    )
+    cost += part
+    fc, width = fc_stack(width, fc_widths(p, [], int(p.get("output_size") or 256)))
+    cost += fc
+    return cost, width
+
+
+def small_feature(ftype: str, kind: str, p: dict[str, Any], vocab: int | None = None) -> tuple[Cost, float]:
+    """Tabular-style input features: (cost, output width). `vocab`: a category / set / bag
+    feature's distinct values (from the data; default ASSUMED_CATEGORY_VOCAB). A dense category
+    embedding has min(vocab, embedding_size) dimensions (ludwig/modules/embedding_modules.py)."""
+    vocab = int(vocab or ASSUMED_CATEGORY_VOCAB)
     if ftype in ("number", "binary"):
         if kind == "dense":
             return fc_stack(1.0, fc_widths(p, [int(p.get("output_size") or 256)]))
         return Cost(acts=1), 1.0
     if ftype in ("category", "set", "bag"):
         if kind in ("sparse", "onehot"):
-            return Cost(acts=ASSUMED_CATEGORY_VOCAB), float(ASSUMED_CATEGORY_VOCAB)
+            return Cost(acts=vocab), float(vocab)
         emb = int(p.get("embedding_size") or 50)
-        return Cost(params=ASSUMED_CATEGORY_VOCAB * emb, flops=emb, acts=emb), float(emb)
+        emb = min(emb, vocab) if ftype == "category" else emb
+        return Cost(params=vocab * emb, flops=emb, acts=emb), float(emb)
     if ftype in ("date", "h3"):
         emb = int(p.get("embedding_size") or 10)
         parts = 9 if ftype == "date" else 19

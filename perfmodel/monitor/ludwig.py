@@ -3,11 +3,17 @@
     from perfmodel.monitor.ludwig import PerfmodelLudwigCallback
     model = LudwigModel(config, callbacks=[PerfmodelLudwigCallback()])
 
-Ludwig's callback interface (ludwig/callbacks.py; 0.17 keeps the 0.x signatures): `on_train_start
-(model, config, config_fp)` after the trainer is built, `on_batch_end(trainer, progress_tracker,
-save_path)` after each batch on the coordinator, `on_epoch_end(...)` likewise, `on_train_end
-(output_directory)` before the model is saved. `progress_tracker.steps` is the global step;
-`trainer.total_steps` the step count Ludwig computed (epochs x steps per epoch, or train_steps).
+Ludwig's callback interface (ludwig/callbacks/__init__.py in 0.17.10; every method also takes
+**kwargs): `on_train_start(model, config, config_fp)` after the trainer is built (`config` is the
+resolved config, every default filled in; `config_fp` None when the config was a dict),
+`on_batch_end(trainer, progress_tracker, save_path, sync_step=True)` after each batch on the
+coordinator (Ludwig passes `sync_step=` by keyword: whether the optimizer stepped), `on_epoch_end
+(...)` likewise, `on_train_end(output_directory)` before the model is saved.
+`progress_tracker.steps` is the global step, in batches; `trainer.total_steps` the step count Ludwig
+computed (epochs x ceil(training rows / batch size), or train_steps): perfmodel's total_steps for a
+Ludwig config counts the same batches. Checked against real Ludwig 0.17.10 (docs/ludwig.md).
+Inside a real Ludwig process without a CUDA device (and no hardware.gpu override), the prior is
+predicted for this CPU.
 
 Ludwig needs a newer Python than some perfmodel installs; when it is not importable this module
 subclasses a stand-in with the same method names, so the adapter is still importable and testable.
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -43,31 +49,47 @@ except Exception:  # noqa: BLE001 - ImportError, or Ludwig failing to import on 
             model_name: str,
             output_directory: str,
             resume_directory: Any,
+            **kwargs: Any,
         ) -> None:
             pass
 
-        def on_train_start(self, model: Any, config: Any, config_fp: Any) -> None:
+        def on_train_start(self, model: Any, config: Any, config_fp: Any, **kwargs: Any) -> None:
             pass
 
-        def on_batch_start(self, trainer: Any, progress_tracker: Any, save_path: str) -> None:
+        def on_batch_start(self, trainer: Any, progress_tracker: Any, save_path: str, **kwargs: Any) -> None:
             pass
 
-        def on_batch_end(self, trainer: Any, progress_tracker: Any, save_path: str) -> None:
+        def on_batch_end(
+            self, trainer: Any, progress_tracker: Any, save_path: str, sync_step: bool = True, **kwargs: Any
+        ) -> None:
             pass
 
-        def on_epoch_start(self, trainer: Any, progress_tracker: Any, save_path: str) -> None:
+        def on_epoch_start(self, trainer: Any, progress_tracker: Any, save_path: str, **kwargs: Any) -> None:
             pass
 
-        def on_epoch_end(self, trainer: Any, progress_tracker: Any, save_path: str) -> None:
+        def on_epoch_end(self, trainer: Any, progress_tracker: Any, save_path: str, **kwargs: Any) -> None:
             pass
 
-        def on_train_end(self, output_directory: str) -> None:
+        def on_train_end(self, output_directory: str, **kwargs: Any) -> None:
             pass
 
         def on_trainer_train_teardown(
-            self, trainer: Any, progress_tracker: Any, save_path: str, is_coordinator: bool
+            self, trainer: Any, progress_tracker: Any, save_path: str, is_coordinator: bool, **kwargs: Any
         ) -> None:
             pass
+
+
+def _cuda() -> bool:
+    """True when torch (imported by Ludwig already) sees a CUDA device; True when unsure."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return True
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA setup: keep the config's own assumption
+        return True
 
 
 class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
@@ -78,7 +100,14 @@ class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
     def __init__(self, config: Any = None, *, record: bool = True, **session: Any) -> None:
         self.record = record
         self._record_path = session.pop("record_path", None)
-        self.session = MonitorSession(source="ludwig", config=config, **session)
+        overrides = list(session.pop("overrides", ()))
+        if (
+            LUDWIG_AVAILABLE
+            and not any(str(o).startswith("hardware.gpu=") for o in overrides)
+            and not _cuda()
+        ):
+            overrides.append("hardware.gpu=cpu")  # Ludwig configs never name hardware: this CPU, not an A100
+        self.session = MonitorSession(source="ludwig", config=config, overrides=overrides, **session)
         self.last: EtaSnapshot | None = None
         self.final: EtaSnapshot | None = None
         self._epochs = 0
@@ -91,11 +120,12 @@ class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
         model_name: str,
         output_directory: str,
         resume_directory: Any,
+        **kwargs: Any,
     ) -> None:
         if self.record and self._record_path is None:
             self._record_path = output_directory
 
-    def on_train_start(self, model: Any, config: Any, config_fp: Any) -> None:
+    def on_train_start(self, model: Any, config: Any, config_fp: Any, **kwargs: Any) -> None:
         if not self.session.has_prior_source:
             if config_fp and Path(str(config_fp)).is_file():
                 self.session.use_config(str(config_fp))
@@ -105,12 +135,26 @@ class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
                     path = Path(tmp) / "ludwig_config.yaml"
                     path.write_text(yaml.safe_dump(config))
                     self.session.use_config(path)
-                    self.session.resolve()
-        self.session.resolve()
+                    self._resolve_safely()
+        self._resolve_safely()
         if self.record:
             self.session.record_path = self._record_path
 
-    def on_batch_end(self, trainer: Any, progress_tracker: Any, save_path: str) -> None:
+    def _resolve_safely(self) -> None:
+        """Predict the prior; whatever fails (a perfmodel dependency missing from Ludwig's venv, such as
+        lightgbm), Ludwig's training goes on and the ETA uses observed steps only."""
+        try:
+            self.session.resolve()
+        except Exception as exc:  # noqa: BLE001 - a monitor must never stop the training it watches
+            self.session.use_config(cast(Any, None))
+            self.session.resolve()
+            self.session.info.notes.append(
+                f"no prediction to start from ({type(exc).__name__}: {exc}); the ETA uses observed steps only"
+            )
+
+    def on_batch_end(
+        self, trainer: Any, progress_tracker: Any, save_path: str, sync_step: bool = True, **kwargs: Any
+    ) -> None:
         total = getattr(trainer, "total_steps", None)
         if not self.session.monitor.started:  # the first batch's own time is unknown: timing starts here
             self.session.begin(
@@ -123,10 +167,10 @@ class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
         if snap is not None:
             self.last = snap
 
-    def on_epoch_end(self, trainer: Any, progress_tracker: Any, save_path: str) -> None:
+    def on_epoch_end(self, trainer: Any, progress_tracker: Any, save_path: str, **kwargs: Any) -> None:
         self._epochs += 1
 
-    def on_train_end(self, output_directory: str) -> None:
+    def on_train_end(self, output_directory: str, **kwargs: Any) -> None:
         if self.record and self.session.record_path is None:
             self.session.record_path = output_directory
         if self.session.monitor.started:

@@ -1,0 +1,114 @@
+"""perfmodel's prediction for measured Ludwig runs, as a user would ask it, against what Ludwig did.
+
+    python -m collectors.ludwig_profile --evaluate RUNS_DIR [--model-dir DIR] [--analytic]
+
+For each record in RUNS_DIR (collectors/ludwig_child.py, or the lab's run_ludwig.py: the same
+format): `perfmodel predict` of the config it ran (`config_used`) with its dataset on this CPU,
+the batch size as the config says (`auto` stays auto). Measured total = process start -> train()
+returned. Metrics: absolute percentage error of the total (APE), whether the measured total lies in
+the 90% interval, and whether perfmodel's step count equals Ludwig's (batches).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunComparison:
+    """One measured run next to perfmodel's prediction."""
+
+    name: str
+    measured_s: float
+    predicted_s: float
+    low_s: float
+    high_s: float
+    steps_ludwig: int
+    steps_perfmodel: int
+    step_measured_s: float
+    step_predicted_s: float
+    contention: float
+
+    @property
+    def ape(self) -> float:
+        return abs(self.predicted_s - self.measured_s) / self.measured_s
+
+    @property
+    def inside(self) -> bool:
+        return self.low_s <= self.measured_s <= self.high_s
+
+
+def _dataset(rec: dict[str, Any], runs_dir: Path) -> Path:
+    ds = Path(rec["dataset"])
+    if ds.is_absolute():
+        return ds
+    return (runs_dir.parent / ds).resolve()
+
+
+def evaluate_runs(
+    runs_dir: Path, *, model_dir: str | None = None, use_learned: bool = True
+) -> list[RunComparison]:
+    """Predict every record in `runs_dir` (sorted by name) and compare."""
+    from collectors.ludwig_rows import record_workload
+    from perfmodel.prediction import predict
+
+    out = []
+    for p in sorted(runs_dir.glob("*.json")):
+        if p.name.endswith(".contended.json"):
+            continue
+        rec = json.loads(p.read_text())
+        w = record_workload(rec, dataset=_dataset(rec, runs_dir), actual_batch=False)
+        pred = predict(w, model_dir=model_dir, use_learned=use_learned)
+        st = rec["steps"]
+        out.append(
+            RunComparison(
+                name=str(rec["name"]),
+                measured_s=float(rec["total_wall_s"]),
+                predicted_s=pred.total_time_s.estimate,
+                low_s=pred.total_time_s.low,
+                high_s=pred.total_time_s.high,
+                steps_ludwig=int(st["count"]),
+                steps_perfmodel=int(pred.total_steps),
+                step_measured_s=float(st["median_s"]),
+                step_predicted_s=pred.step_time_s.estimate,
+                contention=float((rec.get("runq_wait_s") or {}).get("train_call_fraction_of_wall", 0.0)),
+            )
+        )
+    return out
+
+
+def summary(rows: list[RunComparison]) -> dict[str, float]:
+    return {
+        "runs": float(len(rows)),
+        "median_ape": statistics.median(r.ape for r in rows) if rows else float("nan"),
+        "coverage": sum(r.inside for r in rows) / len(rows) if rows else float("nan"),
+        "steps_equal": sum(r.steps_ludwig == r.steps_perfmodel for r in rows) / len(rows)
+        if rows
+        else float("nan"),
+    }
+
+
+def evaluation_table(rows: list[RunComparison]) -> str:
+    """A Markdown table (one line per run) and the three headline numbers."""
+    lines = [
+        "| run | measured s | perfmodel s [90% interval] | APE | inside | steps Ludwig / perfmodel | "
+        "step s measured / perfmodel |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.name} | {r.measured_s:.1f} | {r.predicted_s:.1f} [{r.low_s:.1f}, {r.high_s:.1f}] | {r.ape:.0%} | "
+            f"{'yes' if r.inside else 'no'} | {r.steps_ludwig} / {r.steps_perfmodel} | "
+            f"{r.step_measured_s:.4f} / {r.step_predicted_s:.4f} |"
+        )
+    s = summary(rows)
+    lines.append("")
+    lines.append(
+        f"{int(s['runs'])} runs: total-time median APE {s['median_ape']:.0%}, measured total inside the 90% "
+        f"interval {s['coverage']:.0%}, step count equal to Ludwig's {s['steps_equal']:.0%}"
+    )
+    return "\n".join(lines)
