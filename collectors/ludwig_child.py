@@ -15,7 +15,7 @@ start/end, teardown), plus wrappers on `LudwigModel.create_model` and `Trainer.t
 CPU time (getrusage) and the run-queue wait of the process's threads (/proc/self/task/*/schedstat:
 seconds runnable without a CPU, the contention the run suffered). Ludwig's preprocessed-data cache
 beside the dataset is deleted first, so every run preprocesses afresh (ludwig/data/cache/
-manager.py: DatasetCache.get). The measurement follows /work/ludwig-lab/run_ludwig.py (issue 16,
+manager.py: DatasetCache.get). The measurement follows datasets/heldout/ludwig-lab/lab/run_ludwig.py (issue 16,
 phase 1), whose 18 runs are the held-out set of docs/ludwig.md.
 """
 

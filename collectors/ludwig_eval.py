@@ -49,6 +49,15 @@ def _dataset(rec: dict[str, Any], runs_dir: Path) -> Path:
     return (runs_dir.parent / ds).resolve()
 
 
+def _with_local_paths(rec: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
+    """A relative local `base_model` (a model folder committed beside the runs) made absolute, so
+    the prediction reads its config and tokenizer wherever the records are."""
+    base = rec["config_used"].get("base_model")
+    if isinstance(base, str) and not Path(base).is_absolute() and (runs_dir.parent / base).is_dir():
+        rec = {**rec, "config_used": {**rec["config_used"], "base_model": str((runs_dir.parent / base).resolve())}}
+    return rec
+
+
 def evaluate_runs(
     runs_dir: Path, *, model_dir: str | None = None, use_learned: bool = True
 ) -> list[RunComparison]:
@@ -60,7 +69,7 @@ def evaluate_runs(
     for p in sorted(runs_dir.glob("*.json")):
         if p.name.endswith(".contended.json"):
             continue
-        rec = json.loads(p.read_text())
+        rec = _with_local_paths(json.loads(p.read_text()), runs_dir)
         w = record_workload(rec, dataset=_dataset(rec, runs_dir), actual_batch=False)
         pred = predict(w, model_dir=model_dir, use_learned=use_learned)
         st = rec["steps"]

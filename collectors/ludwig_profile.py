@@ -114,7 +114,7 @@ def _llm(batch: int, accum: int = 1) -> dict[str, Any]:
 
 def ludwig_runs() -> list[LudwigRun]:
     """The profile: other configurations, sizes and batch sizes than the lab's 18 held-out runs
-    (/work/ludwig-lab/runs: batch 64, 2,000/4,000 rows, LLM batch 8), about 6 minutes on a quiet
+    (datasets/heldout/ludwig-lab/runs: batch 64, 2,000/4,000 rows, LLM batch 8), about 6 minutes on a quiet
     2-core CPU (most of it Ludwig's start-up)."""
     two_inputs = [{"name": "age", "type": "number"}, {"name": "region", "type": "category"}]
     return [

@@ -307,7 +307,7 @@ def test_bad_ludwig_configs(tmp_path, text, error, expected):
 
 # Ludwig's own verdict on every real Ludwig config in ../shared/ludwig-configs, refreshed from Ludwig
 # 0.17.10 itself (`ModelConfig.from_dict`, what `LudwigModel()` calls; issue 16 phase 1:
-# /work/ludwig-lab/golden_schema.json by validate_configs.py; `perfmodel check-ludwig --ludwig require`
+# datasets/heldout/ludwig-lab/lab/golden_schema.json by validate_configs.py; `perfmodel check-ludwig --ludwig require`
 # asks it again). None: valid; else (the check that refused it, a phrase of Ludwig's reason).
 GOLDEN_LUDWIG_VERSION = "0.17.10"
 GOLDEN: dict[str, tuple[str, str] | None] = {

@@ -155,3 +155,17 @@ def test_evaluating_a_record_predicts_it_as_a_user_would(tmp_path):
     # auto, as the user wrote it: the tuner's largest try is 8 (a power of two <= 0.2 x 70 training rows): ceil(70 / 8)
     assert (cmp.steps_perfmodel, cmp.steps_ludwig, cmp.measured_s) == (9, 3, 15.0)
     assert cmp.low_s <= cmp.predicted_s <= cmp.high_s
+
+
+def test_the_held_out_lab_runs_meet_the_target_with_the_analytic_model():
+    """The 18 real Ludwig 0.17.10 runs committed under datasets/heldout/ludwig-lab (never in the
+    feature table), predicted as a user would with the analytic model: issue 16's target is a
+    total-time median APE <= 25% and >= 80% inside the 90% interval; step counts equal except the
+    two `batch_size: auto` runs whose tuner stopped at batch size 1 (measured: 9%, 18/18, 16/18)."""
+    rows = evaluate_runs(ROOT / "datasets" / "heldout" / "ludwig-lab" / "runs", use_learned=False)
+    s = summary(rows)
+    assert s["runs"] == 18
+    assert s["median_ape"] <= 0.25
+    assert s["coverage"] >= 0.8
+    unequal = {r.name for r in rows if r.steps_ludwig != r.steps_perfmodel}
+    assert unequal == {"ecd_tab_concat_2000", "ecd_tab_concat_4000"}

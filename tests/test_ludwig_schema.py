@@ -2,7 +2,7 @@
 real Ludwig is installed (marker `ludwig`) -- Ludwig's own ModelConfig.
 
 The expected reasons are Ludwig 0.17.10's own messages (ludwig/config_validation/checks.py and the
-JSON-schema errors it raised on the shared configs, /work/ludwig-lab/golden_schema.json), not
+JSON-schema errors it raised on the shared configs, datasets/heldout/ludwig-lab/lab/golden_schema.json), not
 perfmodel's: the oracle is what Ludwig says.
 """
 

@@ -1,6 +1,6 @@
 """Ludwig's step counting, start-up and the total-time interval, against what real Ludwig 0.17.10 did.
 
-Oracles: Ludwig's own counts and times, measured (issue 16 phase 1, /work/ludwig-lab/runs, the
+Oracles: Ludwig's own counts and times, measured (issue 16 phase 1, datasets/heldout/ludwig-lab/runs, the
 held-out set of docs/ludwig.md; and the `ludwig` collector's records in datasets/raw/ludwig_runs/):
 - 2,012 rows, batch 64, 2 epochs: Ludwig ran 46 batches (ceil(0.7 x 2,012) = 1,409 training rows,
   ceil(1,409 / 64) = 23 per epoch); 3,000 rows, batch 16, 2 epochs: 264 batches;

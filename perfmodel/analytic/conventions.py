@@ -248,7 +248,7 @@ assumption (no measured spread) for every framework without measured terms below
 
 # --- Ludwig (framework `ludwig`): measured terms ---------------------------------------------
 # Real Ludwig 0.17.10 on a 2-core x86_64 CPU (torch 2.11, 18 runs with CPU contention <= 0.21;
-# issue 16 phase 1: /work/ludwig-lab/overheads_fit.json by fit_overheads.py, FINDINGS.md section 5;
+# issue 16 phase 1: datasets/heldout/ludwig-lab/lab/overheads_fit.json by fit_overheads.py, FINDINGS.md section 5;
 # the runs are the held-out set of docs/ludwig.md). Each entry: (estimate, low, high) in seconds,
 # low/high = the smallest / largest value measured (or the range stated).
 
