@@ -68,6 +68,19 @@ def _register_commands() -> None:
     commands_run.register(app)
     commands_serve.register(app)
     commands_ludwig.register(app)
+    for info in app.registered_commands:  # docstrings wrap at 110 columns; the terminal wraps help text
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if doc:
+            info.help = _reflow(doc)
+
+
+def _reflow(doc: str) -> str:
+    """Paragraphs of a docstring as single lines (Rich keeps single newlines: help would break mid-
+    sentence at the docstring's width instead of the terminal's)."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
 _register_commands()

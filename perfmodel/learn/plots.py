@@ -18,15 +18,24 @@ def _plt() -> Any:
     return plt
 
 
-def plot_predicted_vs_measured(predictions: Any, path: Path, split: str = HEADLINE_SPLIT) -> Path:
-    """Predicted vs measured step time relative to the bound (log-log), one colour per GPU."""
+def plot_predicted_vs_measured(
+    predictions: Any, path: Path, split: str = HEADLINE_SPLIT, colour_by: str | None = None
+) -> Path:
+    """Predicted vs measured step time relative to the bound (log-log), one colour per held-out
+    group: the source when sources are held out, else the GPU (`colour_by` overrides)."""
     import numpy as np
 
     plt = _plt()
     part = predictions[predictions["split"] == split]
-    fig, ax = plt.subplots(figsize=(6.5, 6))
-    for gpu, sub in part.groupby("gpu", sort=True):
-        ax.scatter(np.exp(sub["y"]), np.exp(sub["pred_model"]), s=8, alpha=0.6, label=str(gpu))
+    key = colour_by or ("source" if split == "loso" and "source" in part else "gpu")
+    groups = sorted(part[key].astype(str).unique()) if len(part) else []
+    colours = plt.get_cmap("tab20" if len(groups) > 10 else "tab10")
+    fig, ax = plt.subplots(figsize=(7, 6.5))
+    for i, group in enumerate(groups):
+        sub = part[part[key].astype(str) == group]
+        ax.scatter(
+            np.exp(sub["y"]), np.exp(sub["pred_model"]), s=7, alpha=0.55, color=colours(i % 20), label=group
+        )
     if len(part):
         lo = float(np.exp(min(part["y"].min(), part["pred_model"].min()))) * 0.9
         hi = float(np.exp(max(part["y"].max(), part["pred_model"].max()))) * 1.1
@@ -37,8 +46,9 @@ def plot_predicted_vs_measured(predictions: Any, path: Path, split: str = HEADLI
     ax.set_yscale("log")
     ax.set_xlabel("measured step time / roofline bound")
     ax.set_ylabel("predicted step time / roofline bound")
-    ax.set_title(f"{SPLITS.get(split, split)}: predicted vs measured (dotted: +/-10%)")
-    ax.legend(fontsize=6, ncol=2, loc="upper left")
+    ax.set_title(f"{SPLITS.get(split, split)}\npredicted vs measured, by {key} (dotted: +/-10%)", fontsize=10)
+    if groups:
+        ax.legend(fontsize=6, ncol=1 if key == "source" else 2, loc="upper left", markerscale=1.5)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
