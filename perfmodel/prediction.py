@@ -22,6 +22,9 @@ from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
 from perfmodel.errors import ConfigError
 from perfmodel.workload import Workload
 
+WARNING_PREFIX = "warning: "
+"""An assumption of the config's translation that is also a warning (it goes to `warnings` too)."""
+
 ANALYTIC_EFFICIENCY = (0.2, 0.4, 0.6)
 """(low, typical, high) fraction of the roofline bound reached by real training when no learned
 model is available: 20-60% spans most published LLM training MFUs (LLM Foundry, Megatron-LM)."""
@@ -239,7 +242,8 @@ def _assemble(
     step, step_warnings = _step_interval(est, corr, missing)
     per = plan.batches_per_optimizer_step  # > 1: steps are batches (Ludwig), a step is 1/per optimizer step
     step = step.scaled(1.0 / per) if per > 1 else step
-    warnings: list[str] = [*plan.notes, *est.notes, *step_warnings]
+    config_warnings = [a.removeprefix(WARNING_PREFIX) for a in workload.assumptions if a.startswith(WARNING_PREFIX)]
+    warnings: list[str] = [*config_warnings, *plan.notes, *est.notes, *step_warnings]
     if learned is not None:
         kind, version, rows = "learned", str(learned.version), int(learned.trained_rows)
     else:

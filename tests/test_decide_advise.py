@@ -148,3 +148,13 @@ def test_gradient_boosted_trees_have_nothing_to_search():
     assert result.by_time == () and result.searched == 0
     assert any("LightGBM" in n for n in result.notes)
     assert result.current is not None and result.current.outcome.fits_in_memory
+
+
+def test_options_the_config_cannot_express_are_skipped_not_the_end_of_the_search():
+    """Ludwig 0.17 refuses quantization on the ray backend, so every multi-GPU option of a QLoRA
+    config is refused when written as the config. The screen ranks those first (they are fastest):
+    advise must walk past them to the single-GPU options and say why the others went."""
+    result = advise(EXAMPLES / "ludwig-llama2-7b-qlora.yaml", tokens=1e8, deadline_s=48 * 3600, top=2, use_learned=False)
+    assert result.by_time and result.by_cost
+    assert all(o.native_changes.get("hardware.num_gpus", 1) == 1 for o in (*result.by_time, *result.by_cost))
+    assert any("requires the 'local' backend" in n for n in result.notes)

@@ -217,3 +217,30 @@ def test_real_ludwig_gives_the_golden_verdict_and_the_rules_agree(name):
             verdict.resolved is not None and verdict.resolved["combiner"]["type"] == "ft_transformer"
         )  # 3+ inputs
     assert own_verdict(cfg).valid == verdict.valid
+
+
+def test_a_gbm_config_is_predicted_with_a_warning_naming_the_last_ludwig_that_ran_it():
+    from perfmodel.api import predict_document
+
+    cfg = {
+        "model_type": "gbm",
+        "input_features": [{"name": f"x{i}", "type": "number"} for i in range(8)],
+        "output_features": [{"name": "y", "type": "binary"}],
+    }
+    doc = predict_document(cfg, rows=10_000)
+    assert doc["total_time_s"]["estimate"] > 0
+    named = [w for w in doc["warnings"] if "removed from Ludwig after 0.10" in w]
+    assert len(named) == 1 and "0.17.10 rejects" in named[0]
+
+
+def test_when_ludwig_cannot_decide_auto_falls_back_to_the_rules_and_require_does_not(monkeypatch):
+    from perfmodel.config.ludwig_schema import LudwigVerdict
+
+    offline = LudwigVerdict(valid=None, reason="base model not reachable offline", judge="ludwig 0.17.10 (here)")
+    monkeypatch.setattr("perfmodel.config.ludwig_schema.ludwig_in_process", lambda: True)
+    monkeypatch.setattr("perfmodel.config.ludwig_schema.ludwig_verdict_in_process", lambda cfg: offline)
+    auto = check_ludwig(TAB)
+    assert auto.valid is True
+    assert "perfmodel's rules" in auto.judge and "could not decide: base model not reachable offline" in auto.judge
+    assert check_ludwig(with_(TAB, model_type="gbm")).valid is False  # the rules still refuse what they refuse
+    assert check_ludwig(TAB, use_ludwig="require") == offline

@@ -157,3 +157,27 @@ def test_batch_size_auto_is_the_tuners_cap_and_the_interval_covers_batch_1(tmp_p
     )  # a batch size given: no tuner, no widening
     small = load_workload(cfg_file(tmp_path, {"batch_size": "auto", "epochs": 1}, base), rows=100, gpu="cpu")
     assert small.training.micro_batch_size == 8  # the tuner only tries sizes <= 0.2 x 70 training rows
+
+
+def test_tokens_count_batches_whatever_the_accumulation():
+    """--tokens 1e8 on a Ludwig LLM config with micro-batch 4 and a 512-token sequence: Ludwig's steps
+    are batches of 4 x 512 = 2,048 tokens, so ceil(1e8 / 2,048) = 48,829 of them for any
+    gradient_accumulation_steps (accumulation groups batches into optimizer steps, it does not
+    make a batch bigger), and the total time barely moves."""
+    base = {
+        "model_type": "llm",
+        "base_model": "meta-llama/Llama-2-7b-hf",
+        "adapter": {"type": "lora"},
+        "input_features": [{"name": "instruction", "type": "text"}],
+        "output_features": [{"name": "output", "type": "text"}],
+        "preprocessing": {"global_max_sequence_length": 512},
+    }
+    totals = []
+    for accumulation in (1, 4, 16):
+        trainer = {"type": "finetune", "batch_size": 4, "gradient_accumulation_steps": accumulation}
+        w = load_workload({**base, "trainer": trainer}, tokens=1e8, gpu="A100-80GB")
+        assert w.training.seq_len == 512 and w.training.micro_batch_size == 4
+        run_ = predict(w, use_learned=False)
+        assert run_.total_steps == 48_829
+        totals.append(run_.total_time_s.estimate)
+    assert max(totals) / min(totals) < 1.25

@@ -130,7 +130,8 @@ def plan_run(w: Workload, est: AnalyticEstimate) -> RunPlan:
     elif t.steps is not None:
         steps = int(t.steps)
     elif t.tokens is not None and tps:
-        steps = math.ceil(t.tokens / tps)
+        batches = t.grad_accum_steps if w.framework == "ludwig" else 1  # Ludwig counts batches
+        steps = math.ceil(t.tokens * batches / tps)
     elif (
         t.samples is not None and w.framework == "ludwig"
     ):  # batches, rounded up per epoch (Ludwig's batcher)

@@ -222,7 +222,8 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
     for line in w.assumptions:
-        console.print(f"[dim]assumed:[/dim] {escape(line)}")
+        if not line.startswith("warning: "):  # perfmodel.prediction.WARNING_PREFIX: in pred.warnings too
+            console.print(f"[dim]assumed:[/dim] {escape(line)}")
     for line in pred.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(line)}")
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfmodel.config.ludwig_venv import LUDWIG_VERSION_PINNED, ludwig_in_process, ludwig_python
@@ -302,15 +302,18 @@ def check_ludwig(
     cfg: dict[str, Any], *, use_ludwig: str = "auto", python: str | None = None
 ) -> LudwigVerdict:
     """Ludwig's verdict on `cfg`. use_ludwig: 'auto' (Ludwig when found: this interpreter, else the
-    Ludwig venv; perfmodel's rules otherwise), 'require' (ConfigError without Ludwig), 'never'."""
+    Ludwig venv; perfmodel's rules otherwise, and when Ludwig cannot decide: a base model it cannot
+    reach offline), 'require' (ConfigError without Ludwig; Ludwig's undecided verdict stands), 'never'."""
     if use_ludwig not in ("auto", "require", "never"):
         raise ConfigError(f"use_ludwig must be auto, require or never; got {quote(use_ludwig)}")
     if use_ludwig != "never":
-        if python is None and ludwig_in_process():
-            return ludwig_verdict_in_process(cfg)
-        found = ludwig_python(python)
-        if found is not None:
-            return ludwig_verdict_subprocess(cfg, found)
+        found = None if python is None and ludwig_in_process() else ludwig_python(python)
+        if (python is None and ludwig_in_process()) or found is not None:
+            verdict = ludwig_verdict_in_process(cfg) if found is None else ludwig_verdict_subprocess(cfg, found)
+            if verdict.valid is not None or use_ludwig == "require":
+                return verdict
+            own = own_verdict(cfg)
+            return replace(own, judge=f"{own.judge} ({verdict.judge} could not decide: {verdict.reason})")
         if use_ludwig == "require":
             from perfmodel.config.ludwig_venv import require_ludwig_python
 

@@ -272,21 +272,28 @@ def advise(
         if _within(time_s, cost, deadline_s, budget_usd):
             passing.append((native, s))
     inf = float("inf")
-    shortlist: dict[int, dict[str, Any]] = {}
+    tried: dict[int, Option | None] = {}
+    refused: dict[str, int] = {}
     for rank in (
         lambda item: item[1].total_time_s,
         lambda item: item[1].cost_usd if item[1].cost_usd is not None else inf,
     ):
-        for native, _ in sorted(passing, key=rank)[: SHORTLIST_FACTOR * top]:
-            shortlist[id(native)] = native
-    found: list[Option] = []
-    for native in shortlist.values():
-        try:
-            option = _option(source, base, native, options, constraints)
-        except PerfModelError:
-            continue
-        if option is not None and option.outcome.fits_in_memory:
-            found.append(option)
+        kept = 0  # walk down the ranking until enough options the config's own keys can express
+        for native, _ in sorted(passing, key=rank):
+            if kept >= SHORTLIST_FACTOR * top:
+                break
+            if id(native) not in tried:
+                try:
+                    option = _option(source, base, native, options, constraints)
+                except PerfModelError as exc:  # e.g. Ludwig refuses the keys that would express it
+                    option = None
+                    reason = str(exc).splitlines()[0]
+                    refused[reason] = refused.get(reason, 0) + 1
+                tried[id(native)] = option if option is not None and option.outcome.fits_in_memory else None
+            kept += tried[id(native)] is not None
+    found: list[Option] = [o for o in tried.values() if o is not None]
+    for reason, count in refused.items():
+        notes.append(f"{count} option(s) the screen passed were refused when written as the config: {reason}")
     current_pred = Outcome.of(predict(base, **options))
     current = Option(
         label=describe(base),
