@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 PROFILE = "ludwig"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout the Ludwig child runs from (code, not data: perfmodel.paths)
 RECORDS_DIR = "ludwig_runs"
 """Sub-folder of the output folder holding the measured records (JSON, one per run)."""
 

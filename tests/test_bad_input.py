@@ -283,3 +283,34 @@ def test_debug_shows_the_traceback(tmp_path: Path, capsys: pytest.CaptureFixture
         ["predict", "--config", str(config(VALID.replace("A100-80GB", "nosuch"))(tmp_path))], capsys
     )
     assert code == 1 and "Traceback" not in err  # and the next run without --debug is back to one line
+
+
+README = ROOT / "README.md"
+TABLE_BEGIN, TABLE_END = "<!-- bad-input-table: tests/test_bad_input.py -->", "<!-- /bad-input-table -->"
+UPDATE_README_ENV = "PERFMODEL_UPDATE_README_TABLE"
+
+
+def readme_table() -> str:
+    """The README's reliability table, one line per case of CASES."""
+    lines = [
+        "| case | exit | the one-line message says | used to hang or exhaust memory |",
+        "|---|---|---|---|",
+    ]
+    for c in CASES:
+        phrase = c.expect.replace("|", "\\|")
+        lines.append(f"| `{c.id}` | {c.code} | {phrase} | {'yes: now < 1 s of CPU' if c.fast else ''} |")
+    return "\n".join(lines)
+
+
+def test_the_readme_lists_every_case():
+    """README.md's reliability section is this table; regenerate it after changing CASES with
+    PERFMODEL_UPDATE_README_TABLE=1 .venv/bin/python -m pytest -q tests/test_bad_input.py -k readme"""
+    text = README.read_text(encoding="utf-8")
+    assert TABLE_BEGIN in text and TABLE_END in text, "README.md lacks the bad-input table markers"
+    head, rest = text.split(TABLE_BEGIN, 1)
+    current, tail = rest.split(TABLE_END, 1)
+    wanted = "\n" + readme_table() + "\n"
+    if os.environ.get(UPDATE_README_ENV) == "1":
+        README.write_text(head + TABLE_BEGIN + wanted + TABLE_END + tail, encoding="utf-8")
+        return
+    assert current == wanted, f"README.md's table is out of date: {UPDATE_README_ENV}=1 pytest -k readme"

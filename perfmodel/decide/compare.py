@@ -4,14 +4,18 @@ The interval of a ratio is not the ratio of two intervals: the errors of two pre
 same model are correlated (same model, same biases), so they partly cancel in a ratio. A
 pair-specific interval would come from the out-of-fold residuals of measured pairs that differ the
 same way; the shipped model keeps only the sorted |residuals| of its calibration (no signs, no
-row identities), so perfmodel uses the conservative bound instead:
+row identities), so perfmodel approximates it instead, combining the two log half-widths in
+quadrature:
 
-    log(T_b / T_a) = log T_b - log T_a,    half-width <= sqrt(h_a^2 + h_b^2)
+    log(T_b / T_a) = log T_b - log T_a,    half-width ~= sqrt(h_a^2 + h_b^2)
 
 with h the log half-width of each prediction's interval (upper side of one with lower side of the
-other). This holds when the two errors are not negatively correlated (rho >= 0) and add like
-normal errors; with rho > 0 the true interval is narrower. A difference counts as larger than the
-uncertainty when the ratio's interval excludes 1.
+other). This is the interval of a difference of independent, roughly normal (in log) errors, and
+only an approximation otherwise: positively correlated errors (the likely case: one model's
+biases) make the true interval narrower, negatively correlated ones wider, and errors far from
+normal (the conformal ends are residual quantiles, not normal ones) move it either way. It is
+not a guaranteed bound. A difference counts as larger than the uncertainty when the ratio's
+interval excludes 1.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from perfmodel.decide.source import ConfigSource
 from perfmodel.errors import ConfigError
 
 RATIO_METHOD = (
-    "log-ratio half-width sqrt(h_a^2 + h_b^2) from each prediction's interval: conservative when the "
-    "two errors are not negatively correlated (same model, same biases); pair residuals are not stored"
+    "log-ratio half-width sqrt(h_a^2 + h_b^2) from each prediction's interval: an approximation that "
+    "assumes independent, roughly normal errors (correlated errors of one model would narrow it); "
+    "pair residuals are not stored"
 )
 
 
@@ -48,7 +53,8 @@ class Ratio:
 
 
 def ratio_interval(a: Any, b: Any) -> Ratio:
-    """b / a for two intervals (objects with estimate, low, high > 0), conservative bound above."""
+    """b / a for two intervals (objects with estimate, low, high > 0), its interval the log
+    half-widths combined in quadrature (the approximation in the module docstring)."""
     for iv in (a, b):
         if not 0 < iv.low <= iv.estimate <= iv.high:
             raise ConfigError(f"a ratio needs positive intervals, got {iv}")
@@ -95,7 +101,7 @@ class Comparison:
     confidence_level: float
     """Level of every interval."""
     method: str = RATIO_METHOD
-    """How ratio intervals are bounded."""
+    """How ratio intervals are approximated."""
 
     def to_json(self) -> dict[str, Any]:
         return {

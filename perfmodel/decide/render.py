@@ -1,5 +1,6 @@
 """Rich rendering of sweep, compare and advise results (the `perfmodel sweep / compare / advise`
-tables); an interval in the unit of its estimate, e.g. '23.7 h (14.9–37.7)'.
+tables); every interval in the unit of its estimate, e.g. '23.7 h (14.9–37.7)', '$97 (61–155)',
+peak memory per GPU '35.6/80 GB (24.9–53.3)' (GB, out of the GPU's 80).
 
 Readable at 80 columns: the title is one short line with its details on the next, and a table
 too wide for the terminal switches (`perfmodel.cli.render.FitWidth`) to a narrower layout:
@@ -69,9 +70,18 @@ def _rate_name(outcomes: list[Any]) -> tuple[str, bool]:
     return ("Tokens/s" if tokens else "Samples/s"), tokens
 
 
-def _memory(o: Any) -> str:
+def _memory(o: Any) -> tuple[str, str]:
+    """Peak memory per GPU in GB with its interval, out of the GPU's memory where known:
+    ('35.6/80 GB', '(24.9–53.3)')."""
+    iv = o.peak_memory_gb
     cap = f"/{o.memory_capacity_gb:.0f}" if o.memory_capacity_gb else ""
-    return f"{o.peak_memory_gb.estimate:.1f}{cap} GB"
+    return f"{iv.estimate:.1f}{cap} GB", f"({iv.low:.1f}–{iv.high:.1f})"
+
+
+def _memory_fit(o: Any) -> tuple[str, str]:
+    """`_memory`, marked OOM where the estimate does not fit."""
+    main, ends = _memory(o)
+    return (main if o.fits_in_memory else f"{main} [red]OOM[/red]"), ends
 
 
 def _mfu(o: Any) -> tuple[str, str]:
@@ -130,7 +140,7 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
             "Total time": _cell(main + star, ends, two_lines),
             rate: _cell(*_throughput(o, tokens), two_lines),
             "Cost": _cell(*_usd(o.cost_usd), two_lines),
-            "Peak mem": _memory(o),
+            "Peak mem": _cell(*_memory(o), two_lines),
             "Fits": "[green]yes[/green]" if o.fits_in_memory else "[red]OOM[/red]",
             "MFU": _cell(*_mfu(o), two_lines),
         }
@@ -209,10 +219,7 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
     table.add_row("Hardware", *[f"{r.outcome.num_gpus} x {r.outcome.gpu}" for r in runs])
     for name, cells in pairs:
         table.add_row(name, *[_cell(*c, two_lines=two_lines) for c in cells])
-    table.add_row(
-        "Peak memory",
-        *[_memory(r.outcome) + ("" if r.outcome.fits_in_memory else " [red]OOM[/red]") for r in runs],
-    )
+    table.add_row("Peak memory", *[_cell(*_memory_fit(r.outcome), two_lines=two_lines) for r in runs])
     table.add_row("MFU", *[_cell(*_mfu(r.outcome), two_lines=two_lines) for r in runs])
     diffs = {k: v for k, v in result.differences.items() if not k.startswith("model.") or k == "model.name"}
     for key, values in list(diffs.items())[:20]:
@@ -251,6 +258,21 @@ def render_compare(result: Any, console: Any) -> None:
     console.print(f"[dim]ratio intervals: {escape(result.method)}[/dim]")
 
 
+def _print_fields(console: Any, *fields: str) -> None:
+    """Fields (Rich markup) on one indented line three spaces apart, a new line where the next
+    field would not fit the console (rather than let Rich break a field in two)."""
+    from rich.text import Text
+
+    line = ""
+    for field in fields:
+        joined = f"{line}   {field}" if line else f"    {field}"
+        if line and Text.from_markup(joined).cell_len > console.width:
+            console.print(line)
+            joined = f"    {field}"
+        line = joined
+    console.print(line)
+
+
 def render_advice(result: Any, console: Any) -> None:
     from rich.markup import escape
 
@@ -275,7 +297,7 @@ def render_advice(result: Any, console: Any) -> None:
         if not o.fits_in_memory:
             ok = "[red]does not fit in memory[/red]"
         console.print(f"now: {escape(result.current.label)} — {ok}")
-        console.print(f"     {_join(_time(o.total_time_s))}, {_join(_usd(o.cost_usd))}, {_memory(o)}")
+        console.print(f"     {_join(_time(o.total_time_s))}, {_join(_usd(o.cost_usd))}, {_join(_memory(o))}")
     console.print(
         f"[dim]searched {result.searched} combinations: {result.fitting} fit, {result.meeting} pass the screen, "
         f"{result.predicted} predicted in full[/dim]"
@@ -292,8 +314,11 @@ def render_advice(result: Any, console: Any) -> None:
             star = " †" if o.extrapolation else ""
             marked = marked or bool(star)
             console.print(f" {i}. [bold]{escape(opt.label)}[/bold]{star}")
-            console.print(
-                f"    time {_join(_time(o.total_time_s))}   cost {_join(_usd(o.cost_usd))}   peak {_memory(o)}"
+            _print_fields(
+                console,
+                f"time {_join(_time(o.total_time_s))}",
+                f"cost {_join(_usd(o.cost_usd))}",
+                f"peak {_join(_memory(o))}",
             )
             if opt.tight_memory:
                 console.print("    [yellow]tight: the memory interval's high end does not fit[/yellow]")

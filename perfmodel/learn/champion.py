@@ -4,7 +4,8 @@ A new model becomes the champion only when
   * there is no champion yet, or `force` is given (`--force-champion`); otherwise
   * both were evaluated on identical rows (the same dataset hash): metrics over different rows
     are not comparable, however they differ; and
-  * its headline metric (leave-one-hardware-out median APE, lower is better) beats the
+  * its headline metric (`metrics.HEADLINE_METRIC`: the mean of the leave-one-source-out (1 GPU /
+    1 node) and leave-one-hardware-out median APEs, lower is better) beats the
     champion's by more than the seed-to-seed spread (max - min of the headline over seeds,
     `perfmodel.learn.spread`): a smaller gain is what reseeding the same model gives.
 The same rule decides whether `--export` may replace the model in models/.

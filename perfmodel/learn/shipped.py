@@ -32,9 +32,6 @@ if TYPE_CHECKING:
     from perfmodel.analytic import AnalyticEstimate
     from perfmodel.workload import Workload
 
-LEAN_LIGHTGBM_IMPORT = False
-"""Deprecated alias of `lean_import.use_lean_import()`, still set by `perfmodel predict`."""
-
 _log = logging.getLogger("perfmodel.learn")
 
 
@@ -123,7 +120,7 @@ class LearnedModel:
         if self._boosters is None:
             from perfmodel.learn.devices import split_model_text
 
-            lean = True if LEAN_LIGHTGBM_IMPORT else lean_import.LEAN_LIGHTGBM_IMPORT
+            lean = lean_import.LEAN_LIGHTGBM_IMPORT
             with _pandas_hidden(lean):
                 lightgbm = lean_import.import_lightgbm(lean=lean)
             main, cpu = split_model_text(str(self._model_text))
