@@ -353,11 +353,6 @@ def test_zero2_gathers_parameters_once_per_step():
     assert fsdp_growth == pytest.approx(3 * (2 * _ring_s(2 * PARAMS) + _ring_s(4 * PARAMS)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="comm.estimate_comm reduce-scatters zero2 gradients once per step, but DeepSpeed ZeRO-2 "
-    "reduces them after every backward (engine.allreduce_gradients; DeepSpeed issue #2252)",
-)
 def test_zero2_reduce_scatters_gradients_every_micro_batch():
     """DeepSpeed ZeRO stage >= 2 partitions gradients, so each rank reduces after every backward
     (deepspeed/runtime/engine.py allreduce_gradients: 'ZeRO stage >= 2 communicates during non

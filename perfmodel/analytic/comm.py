@@ -96,11 +96,15 @@ def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
         # all-gather 16-bit weights in forward and backward for every micro-batch, reduce-scatter grads
         gathers = [(p.total / par.model_split) * 2.0] * (2 * t.grad_accum_steps)
         dp_buffers = [*gathers, *[shard_params * grad_bytes] * t.grad_accum_steps]
-    elif par.strategy in ("zero1", "zero2"):
+    elif par.strategy == "zero2":
+        # gradients partitioned: reduce-scattered after every micro-batch's backward (DeepSpeed
+        # engine.allreduce_gradients, ZeRO stage >= 2; DeepSpeed issue #2252), weights all-gathered once
+        dp_buffers = [*[shard_params * grad_bytes] * t.grad_accum_steps, shard_params * 2.0]
+    elif par.strategy == "zero1":
         dp_buffers = [
             shard_params * grad_bytes,
             shard_params * 2.0,
-        ]  # reduce-scatter grads, all-gather weights
+        ]  # reduce-scatter grads once per step, all-gather weights
     else:  # ddp all-reduce = reduce-scatter + all-gather
         dp_buffers = [shard_params * grad_bytes] * 2
     dp_bytes = sum(dp_buffers) * _ring(group)

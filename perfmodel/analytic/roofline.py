@@ -144,6 +144,8 @@ def estimate_neural(w: Workload) -> AnalyticEstimate:
     bubble = 1.0 + (pp - 1) / accum if pp > 1 else 1.0
     if par.strategy in ("fsdp", "zero3"):
         window = busy  # prefetched gathers overlap forward and backward of every micro-batch
+    elif par.strategy == "zero2":
+        window = micro * (1.0 - flops.forward_share) * accum  # each micro-batch's reduce behind its backward
     else:
         window = micro * (1.0 - flops.forward_share)  # the last micro-batch's backward
     exposed_dp = max(0.0, comm.dp_time_s - window)
