@@ -364,3 +364,88 @@ def test_a_node_that_keeps_failing_is_reported_and_what_it_measured_is_kept(clus
     assert a["stopped"] == "failed" and a["attempts"] == 1 and a["rows_written"] == 2
     by_node = rows_by_node(out)
     assert len(by_node[NODES[0]]) == 2 and len(by_node[NODES[1]]) == 5
+
+
+# --- the real quick profile ----------------------------------------------------------------------
+
+REAL_BUDGET_S = 40
+"""Budget of each real run, s: micro-benchmarks get a fifth of it, the slices the rest (at 15 s a run on a
+loaded host measured no slice at all; 40 s leaves room for a 2x slower host)."""
+
+
+def collect_real(address: str, out: Path, *flags: str) -> dict:
+    """`python -m collectors --ray ADDRESS --profile quick` as a user runs it (the real
+    fingerprint, profile and training steps on the nodes); its --json output."""
+    cmd = [sys.executable, "-m", "collectors", "--ray", address, "--profile", "quick", "--out", str(out)]
+    cmd += ["--budget-s", str(REAL_BUDGET_S), "--json", *flags]
+    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def shard_rows(paths: list[Path]) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return [row for p in paths for row in pq.read_table(p).to_pylist()]
+
+
+@pytest.mark.slow
+def test_the_real_quick_profile_measures_on_the_cluster_and_a_rerun_resumes(cluster, tmp_path):
+    """The real quick profile through `--ray`: real fingerprints, micro-benchmarks and training
+    slices on the nodes, under a small budget, then a re-run that resumes.
+
+    Both nodes run on this machine, so their real fingerprints are the same hardware id: the
+    cluster is one target whose first node measures and whose other node is its spare (its rows
+    would have the same row ids), hence one shard series, not one per node. That each node
+    measures into its own shard is checked above with per-node hardware ids
+    (test_each_node_measures_into_its_own_shard_and_a_rerun_measures_only_what_is_new): real
+    fingerprints cannot differ between two nodes of one machine."""
+    from collectors.fingerprint import collect_fingerprint
+
+    real = collect_fingerprint()  # this machine's real fingerprint, found here, not on the nodes
+    out = tmp_path / "raw"
+
+    planned = collect_real(cluster, out, "--plan")
+    (target,) = planned["targets"]  # two nodes, one hardware id: one target ...
+    assert target["hardware_id"] == real.hardware_id and target["spares"] == 1  # ... with a spare
+    assert planned["left_out"] == []
+
+    first = collect_real(cluster, out)
+    assert first["unreachable"] == [] and first["stopped"] == "complete"
+    (done,) = first["targets"]
+    assert done["hardware_id"] == real.hardware_id and done["attempts"] == 1 and done["errors"] == []
+    rows = storage.read_rows(out).to_dict("records")
+    assert rows and len(rows) == done["rows_written"]
+    shard_ids = {storage.parse_shard_name(p)["hw"] for p in storage.list_shards(out)}
+    assert shard_ids == {real.hardware_id}  # the spare measured nothing under an id of its own
+    for row in rows:  # real measured rows, filed under the real fingerprint
+        assert row["status"] == "ok" and row["step_time_s"] > 0, row
+        assert row["source"] == "perfmodel-collector" and row["hardware_id"] == real.hardware_id
+        assert len(row["step_times_s"]) == row["measured_steps"] > 0
+    microbench = storage.read_rows(out, microbench=True).to_dict("records")
+    assert microbench and done["microbench_rows"] == len(microbench)
+    assert {r["hardware_id"] for r in microbench} == {real.hardware_id}
+    assert {r["bench"] for r in microbench if r["status"] == "ok"} >= {"matmul"}
+    fingerprint = json.loads((out / f"fingerprint__{real.hardware_id}.json").read_text())
+    assert fingerprint["hardware_id"] == real.hardware_id and fingerprint["kind"] == real.kind
+    assert fingerprint["cpu_model"] == real.cpu_model and fingerprint["cpu_cores"] == real.cpu_cores
+
+    measured_before = {r["row_id"] for r in rows}
+    done_before = {
+        (r["bench"], r["dtype"], r["shape"]) for r in microbench if r["status"] in ("ok", "unsupported")
+    }
+    shards_before = set(storage.list_shards(out)) | set(storage.list_shards(out, microbench=True))
+    again = collect_real(cluster, out)
+    (resumed,) = again["targets"]
+    assert resumed["skipped_existing"] == len(measured_before)
+    new_shards = sorted(
+        (set(storage.list_shards(out)) | set(storage.list_shards(out, microbench=True))) - shards_before
+    )
+    assert sorted(Path(p) for p in again["shards"]) == new_shards
+    new_rows = shard_rows([p for p in new_shards if not p.name.startswith(storage.MICROBENCH_PREFIX)])
+    assert len(new_rows) == resumed["rows_written"]
+    assert not {r["row_id"] for r in new_rows} & measured_before  # nothing measured twice
+    new_benches = shard_rows([p for p in new_shards if p.name.startswith(storage.MICROBENCH_PREFIX)])
+    assert not {(r["bench"], r["dtype"], r["shape"]) for r in new_benches} & done_before
+    union = [r["row_id"] for r in storage.read_rows(out).to_dict("records")]
+    assert len(union) == len(set(union)) == len(measured_before) + len(new_rows)
