@@ -152,28 +152,23 @@ def test_remaining_time_interval_covers_real_traces_at_its_rate(prior_factor):
     prior, when used, is off by `prior_factor` with an interval that still covers the truth."""
     traces = _real_traces()
     assert len(traces) >= 50
-    hits, n = 0, 0
-    for trace in traces:
-        mean = sum(trace) / len(trace)
-        prior = None
-        if prior_factor is not None:
-            est = mean * prior_factor
-            prior = StepTimePrior(estimate_s=est, low_s=est / 2.5, high_s=est * 2.5)
-        for k in range(2, len(trace)):
-            r = estimate_remaining(steps(trace[:k]), len(trace) - k, prior, 0.9).remaining_s
-            hits += r[1] <= sum(trace[k:]) <= r[2]
-            n += 1
-    coverage = hits / n
+    coverage = _replay_coverage(traces, prior_factor)
     # LEVEL_DRIFT was chosen on the quick-profile traces only; pooled with the full-profile ones
     # the coverage was 94% (module docstring). A broken blend or spread lands far outside this.
     assert 0.87 <= coverage <= 0.99, coverage
 
 
-def _replay_coverage(traces: list[list[float]]) -> float:
+def _replay_coverage(traces: list[list[float]], prior_factor: float | None = None) -> float:
+    """After k = 2.. steps of each trace, how often the 90% interval for the remaining time holds the
+    truth. With `prior_factor`, a prior off by that factor whose interval (/ 2.5, x 2.5) covers it."""
     hits, n = 0, 0
     for trace in traces:
+        prior = None
+        if prior_factor is not None:
+            est = sum(trace) / len(trace) * prior_factor
+            prior = StepTimePrior(estimate_s=est, low_s=est / 2.5, high_s=est * 2.5)
         for k in range(2, len(trace)):
-            r = estimate_remaining(steps(trace[:k]), len(trace) - k, None, 0.9).remaining_s
+            r = estimate_remaining(steps(trace[:k]), len(trace) - k, prior, 0.9).remaining_s
             hits += r[1] <= sum(trace[k:]) <= r[2]
             n += 1
     return hits / n

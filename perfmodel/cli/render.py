@@ -221,8 +221,10 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         bottleneck += f"; MFU {pred.mfu.estimate:.0%} ({pred.mfu.low:.0%} – {pred.mfu.high:.0%})"
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
+    from perfmodel.prediction import WARNING_PREFIX  # loaded already: `pred` came from it
+
     for line in w.assumptions:
-        if not line.startswith("warning: "):  # perfmodel.prediction.WARNING_PREFIX: in pred.warnings too
+        if not line.startswith(WARNING_PREFIX):  # those are in pred.warnings too
             console.print(f"[dim]assumed:[/dim] {escape(line)}")
     for line in pred.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(line)}")

@@ -307,8 +307,9 @@ def check_ludwig(
     if use_ludwig not in ("auto", "require", "never"):
         raise ConfigError(f"use_ludwig must be auto, require or never; got {quote(use_ludwig)}")
     if use_ludwig != "never":
-        found = None if python is None and ludwig_in_process() else ludwig_python(python)
-        if (python is None and ludwig_in_process()) or found is not None:
+        in_process = python is None and ludwig_in_process()
+        found = None if in_process else ludwig_python(python)
+        if in_process or found is not None:
             verdict = ludwig_verdict_in_process(cfg) if found is None else ludwig_verdict_subprocess(cfg, found)
             if verdict.valid is not None or use_ludwig == "require":
                 return verdict
