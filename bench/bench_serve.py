@@ -1,6 +1,6 @@
-"""Latency of the prediction service: a real `perfmodel serve` (uvicorn, one worker) on a local port,
-1,000 POST /v1/predict over 8 concurrent connections (httpx async client), p50 / p99 latency and
-errors. Two mixes, 1,000 requests each:
+"""Latency of the prediction service: a real `perfmodel serve --workers N` (uvicorn; default one
+process per core) on a local port, 1,000 POST /v1/predict over 8 concurrent connections (httpx
+async client, on the same host), p50 / p99 latency and errors. Two mixes, 1,000 requests each:
   distinct  - every request a different run (GPU x count x micro-batch x sequence length x
               tokens): no answer can come from the server's cache, each is a full prediction;
   repeated  - 50 different runs asked 20 times each, in random order (a page or a scheduler
@@ -8,7 +8,7 @@ errors. Two mixes, 1,000 requests each:
 
 Target: p50 < 20 ms, zero errors. Prints one JSON line.
 
-    python bench/bench_serve.py [--requests 1000] [--concurrency 8]
+    python bench/bench_serve.py [--requests 1000] [--concurrency 8] [--workers N]
 """
 
 from __future__ import annotations
@@ -118,6 +118,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=min(os.cpu_count() or 1, 8),
+        help="server processes (default: one per core)",
+    )
     args = parser.parse_args()
     try:
         import fastapi  # noqa: F401
@@ -133,7 +139,17 @@ def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "perfmodel", "serve", "--port", str(port), "--no-access-log"],
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+            "--no-access-log",
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -164,8 +180,10 @@ def main() -> int:
             time.sleep(0.2)
         kind = httpx.get(url + "/v1/model", timeout=10).json()["model"]["kind"]
         asyncio.run(
-            load(url, bodies(args.concurrency, args.concurrency, seed=99, tokens=1e8), args.concurrency)
-        )  # warm-up
+            load(
+                url, bodies(8 * args.concurrency, 8 * args.concurrency, seed=99, tokens=1e8), args.concurrency
+            )
+        )  # warm-up: every worker process has loaded its model
         distinct = asyncio.run(load(url, bodies(args.requests, args.requests, seed=1), args.concurrency))
         repeated = asyncio.run(load(url, bodies(args.requests, 50, seed=2, tokens=7e8), args.concurrency))
     finally:
@@ -179,7 +197,7 @@ def main() -> int:
             {
                 "bench": "serve",
                 "concurrency": args.concurrency,
-                "workers": 1,
+                "workers": args.workers,
                 "model_kind": kind,
                 "target_p50_ms": TARGET_P50_MS,
                 "distinct": distinct,

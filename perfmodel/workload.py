@@ -8,6 +8,7 @@ dataclasses; range checks raise `ConfigError` naming the dotted field.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,18 @@ STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
 ATTENTION_KERNELS = ("sdpa", "flash", "eager")
 ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
-FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm",
-              "ludwig")
+FRAMEWORKS = (
+    "hf-eager",
+    "torch-eager",
+    "composer-fsdp",
+    "megatron",
+    "nemo",
+    "torchtitan",
+    "deepspeed",
+    "dle-ngc",
+    "lightgbm",
+    "ludwig",
+)
 """Software-stack families the learned model knows by name (any other framework is 'other').
 `ludwig`: Ludwig's trainer around eager PyTorch (its start-up and per-batch work are measured terms,
 perfmodel/analytic/totals.py startup_s and overhead.framework_floor_per_micro_batch_s)."""
@@ -72,7 +83,9 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.activation_mb_per_sample": FieldRange(0, 1e7),
     # training
     "training.seq_len": FieldRange(1, 1 << 27),
-    "training.micro_batch_size": FieldRange(1, 1_000_000_000),  # recommenders: 16 M (user, item) pairs per GPU
+    "training.micro_batch_size": FieldRange(
+        1, 1_000_000_000
+    ),  # recommenders: 16 M (user, item) pairs per GPU
     "training.grad_accum_steps": FieldRange(1, 1_000_000),
     "training.lora_r": FieldRange(1, 1 << 16),
     "training.lora_target_modules": FieldRange(1, 1_000),
@@ -167,8 +180,16 @@ def _check_positive(path: str, value: float | int | None, *, allow_zero: bool = 
 
 def _check_fields(spec: Any, section: str) -> None:
     """Every field of a spec against FIELD_RANGES / FIELD_CHOICES (the first problem raises)."""
-    for f in dataclasses.fields(spec):
-        _check_range(f"{section}.{f.name}", getattr(spec, f.name))
+    for name, path in _ruled_fields(spec.__class__, section):
+        _check_range(path, getattr(spec, name))
+
+
+@functools.cache
+def _ruled_fields(cls: type, section: str) -> tuple[tuple[str, str], ...]:
+    """(field name, dotted path) of the fields of `cls` that have a rule, in declaration order
+    (workloads are re-made thousands of times in a fit search; the rest need no look)."""
+    paths = ((f.name, f"{section}.{f.name}") for f in dataclasses.fields(cls))
+    return tuple((name, path) for name, path in paths if path in FIELD_RANGES or path in FIELD_CHOICES)
 
 
 def _check_choice(path: str, value: Any, allowed: tuple[Any, ...]) -> None:
@@ -244,8 +265,7 @@ class ModelSpec:
                 )
         elif self.arch != "gbm" and (self.params_total is None or self.forward_gflops_per_sample is None):
             raise ConfigError(
-                f"model.params_total and model.forward_gflops_per_sample are required for a "
-                f"{self.arch} model"
+                f"model.params_total and model.forward_gflops_per_sample are required for a {self.arch} model"
             )
 
     @property
@@ -327,6 +347,7 @@ class TrainingSpec:
 
     def __post_init__(self) -> None:
         _check_fields(self, "training")
+
     @property
     def is_half(self) -> bool:
         return self.precision in ("bf16", "fp16")

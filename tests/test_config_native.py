@@ -382,3 +382,19 @@ def test_the_config_reference_lists_every_key_the_loader_accepts():
     for key in hf_args.KEYS:
         assert f"`{key}" in text, key
     assert "| `framework` |" in text
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["16", "0", "-3", "007", "1_000", "1e3", "0x10", "-0", "+5", "12345678901234567890", "fsdp", "A100-80GB",
+     "amp_bf16", "nan", "inf", ".inf", "yes", "No", "ON", "off", "null", "Null", "~", "y", "N", "true", "FALSE",
+     "n-1", "[a, b]", "0.5", " 8 ", "'16'"],
+)  # fmt: skip
+def test_an_override_value_reads_as_the_yaml_loader_reads_it(raw):
+    """`--set` values skip the YAML loader when plain (an integer, a word); the answer is the same."""
+    from perfmodel.config.overrides import parse_override
+    from perfmodel.config.safe_yaml import load_yaml_text
+
+    _, value = parse_override(f"training.x={raw}")
+    expected = load_yaml_text(raw, source="test")
+    assert value == expected and type(value) is type(expected)

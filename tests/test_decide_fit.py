@@ -201,3 +201,88 @@ def test_ludwig_suggestions_are_written_in_ludwig_keys():
             k.split(".")[0] in ("trainer", "backend", "quantization") for k in data["config_changes"]
         ), data
         assert all(k.startswith("hardware.") for k in data["flags"])
+
+
+def _grid() -> list[Workload]:
+    """Runs of every kind the searches meet: LoRA and full, 4-bit, checkpointing, tensor and
+    pipeline parallel, one GPU to many, GPUs of 16 to 141 GB, small and large models."""
+    out = []
+    for model, gpu in (
+        ("llama2-7b", "A10G"),
+        ("llama2-13b", "A100-80GB"),
+        ("gpt2-medium", "T4"),
+        ("llama2-70b", "H100-SXM"),
+    ):
+        for seq, mb in ((512, 1), (2048, 8), (4096, 32)):
+            for extra in (
+                {},
+                {"lora_r": 16},
+                {"activation_checkpointing": True},
+                {"lora_r": 64, "quantization_bits": 4},
+            ):
+                out.append(
+                    _w(
+                        model,
+                        gpu,
+                        seq_len=seq,
+                        micro_batch_size=mb,
+                        grad_accum_steps=4,
+                        precision="bf16" if gpu != "T4" else "fp16",
+                        **extra,
+                    )
+                )
+    pp = _w("llama2-13b", "A100-40GB", seq_len=2048, micro_batch_size=4, grad_accum_steps=8)
+    out.append(
+        dataclasses.replace(
+            pp, parallel=ParallelSpec(num_gpus=4, strategy="ddp", pipeline_parallel=2, tensor_parallel=2)
+        )
+    )
+    out.append(dataclasses.replace(pp, parallel=ParallelSpec(num_gpus=2, strategy="zero2")))
+    return out
+
+
+@pytest.mark.parametrize("adapt_batch", [False, True])
+def test_fewest_gpus_by_bisection_equals_trying_every_count_and_strategy(adapt_batch):
+    from perfmodel.decide.fit import fewest_gpus_scan
+
+    grid, found, none = _grid(), 0, 0
+    for w in grid:
+        for max_gpus in (8, 1024):
+            fast = fewest_gpus(w, adapt_batch=adapt_batch, max_gpus=max_gpus)
+            slow = fewest_gpus_scan(w, adapt_batch=adapt_batch, max_gpus=max_gpus)
+            assert (fast is None) == (slow is None), (w.model.name, w.training, w.parallel, max_gpus)
+            if fast is not None and slow is not None:
+                found += 1
+                assert fast[1] == slow[1] and fast[0] == slow[0], (w.model.name, w.training, w.parallel)
+            none += fast is None
+    assert found > 20 and none > 0  # the grid has runs that move and runs no count up to 8 fits
+
+
+def test_largest_micro_batch_equals_doubling_and_bisection():
+    from perfmodel.decide.fit import _bisect_micro_batch, fits, with_training
+
+    seen = set()
+    for w in _grid():
+        for limit in (1, 3, 64, 65536):
+            got = largest_micro_batch(w, limit=limit)
+            if not fits(with_training(w, micro_batch_size=1)):
+                assert got is None
+                continue
+            assert got == _bisect_micro_batch(w, limit), (w.model.name, w.training, limit)
+            seen.add(got)
+    assert len(seen) > 5  # boundaries of many sizes, not one
+
+
+def test_peak_memory_alone_is_the_estimates_memory():
+    from perfmodel.analytic import estimate, peak_memory
+    from perfmodel.workload import ModelSpec
+
+    gbm = Workload(
+        model=ModelSpec(name="lightgbm", arch="gbm"),
+        training=TrainingSpec(gbm_rows=100_000, gbm_features=20, gbm_rounds=300),
+        gpu=get_gpu("A100-80GB"),
+        parallel=ParallelSpec(),
+    )
+    for w in [*_grid(), gbm]:
+        assert peak_memory(w) == estimate(w).memory
+    assert peak_memory(gbm).total_gb > 0

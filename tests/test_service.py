@@ -5,6 +5,8 @@ unexpected leaks a traceback."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -342,12 +344,51 @@ def test_a_request_over_the_time_limit_is_a_503_and_the_server_keeps_serving(mon
         return real(req, model)
 
     monkeypatch.setattr(service_app, "predict_job", slow)
-    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3))) as c:
+    # every request to the worker threads, where the time limit holds (small predictions are inline)
+    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3, inline_max_body_bytes=0))) as c:
         started = time.monotonic()
         response = c.post("/v1/predict", json={"config": EXAMPLE.read_text(), "gpu": "slow"})
         assert time.monotonic() - started < 1.5
         assert response.status_code == 503 and "0.3 s" in error_of(response)
         assert c.post("/v1/predict", json={"config": EXAMPLE.read_text()}).status_code == 200
+
+
+def test_a_slow_sweep_is_cut_at_the_time_limit_with_the_default_settings(monkeypatch):
+    def slow(req, model, max_points):
+        time.sleep(2)
+        raise AssertionError("the sweep should have been abandoned")
+
+    monkeypatch.setattr(service_app, "sweep_job", slow)
+    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3))) as c:
+        started = time.monotonic()
+        body = {"config": EXAMPLE.read_text(), "vary": {"training.micro_batch_size": [1, 2]}}
+        response = c.post("/v1/sweep", json=body)
+        assert time.monotonic() - started < 1.5
+        assert response.status_code == 503 and "0.3 s" in error_of(response)
+
+
+@pytest.mark.parametrize(("padding", "inline"), [(0, True), (9000, False)])
+def test_a_small_prediction_is_computed_on_the_event_loop_and_a_large_one_in_a_thread(
+    monkeypatch, padding, inline
+):
+    real, where = service_app.predict_job, []
+
+    def spy(req, model):
+        where.append(threading.get_ident())
+        return real(req, model)
+
+    monkeypatch.setattr(service_app, "predict_job", spy)
+    app = create_app()
+
+    @app.get("/loop-thread")
+    async def loop_thread() -> dict[str, int]:
+        return {"ident": threading.get_ident()}
+
+    with TestClient(app) as c:
+        config = EXAMPLE.read_text() + "#" * padding + "\n"  # a comment: the same run, a larger body
+        response = c.post("/v1/predict", json={"config": config})
+        assert response.status_code == 200, response.text
+        assert (where[0] == c.get("/loop-thread").json()["ident"]) is inline
 
 
 def test_serve_refuses_two_model_sources_as_a_usage_error(capsys):
@@ -356,6 +397,47 @@ def test_serve_refuses_two_model_sources_as_a_usage_error(capsys):
     assert exit_info.value.code == 2
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["serve", "--model-uri", "runs:/abc/model"])
+    assert exit_info.value.code == 2
+
+
+def test_serve_hands_every_worker_process_its_settings(monkeypatch, tmp_path):
+    import uvicorn
+
+    from perfmodel.service.settings import ENV_VAR
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    cli_main(
+        [
+            "serve",
+            "--workers",
+            "3",
+            "--model-dir",
+            str(tmp_path),
+            "--request-timeout-s",
+            "7",
+            "--port",
+            "8123",
+        ]
+    )
+    ((app, kw),) = calls
+    assert kw["workers"] == 3 and kw["factory"] is True and kw["port"] == 8123
+    assert app == "perfmodel.service.app:app_from_env"
+    sent = ServiceSettings.from_json(os.environ[ENV_VAR])  # what each worker builds its app from
+    assert sent == ServiceSettings(model_dir=tmp_path, request_timeout_s=7.0)
+    monkeypatch.setenv(ENV_VAR, ServiceSettings(max_sweep_points=3, cache_bytes=0).to_json())
+    with TestClient(service_app.app_from_env()) as c:
+        body = {"config": EXAMPLE.read_text(), "vary": {"training.micro_batch_size": [1, 2, 4, 8]}}
+        refused = c.post("/v1/sweep", json=body)
+        assert refused.status_code == 422 and "3" in error_of(refused)  # over this worker's 3 points
+        asked = [c.post("/v1/predict", json={"config": EXAMPLE.read_text()}) for _ in range(2)]
+        assert [a.headers["X-Perfmodel-Cache"] for a in asked] == ["miss", "miss"]  # its cache is off
+
+
+def test_serve_refuses_zero_workers():
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["serve", "--workers", "0"])
     assert exit_info.value.code == 2
 
 
@@ -371,7 +453,18 @@ def test_perfmodel_serve_starts_a_server_that_answers(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "perfmodel", "serve", "--port", str(port), "--no-access-log"],
+        # two processes: each builds its app from the settings the command hands it
+        [
+            sys.executable,
+            "-m",
+            "perfmodel",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--no-access-log",
+        ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

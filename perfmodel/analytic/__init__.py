@@ -7,10 +7,11 @@ neural networks (`roofline.estimate_neural`) and gradient-boosted trees (`gbm.es
 
 from __future__ import annotations
 
+from perfmodel.analytic.memory import MemoryBreakdown
 from perfmodel.analytic.roofline import AnalyticEstimate
 from perfmodel.workload import Workload
 
-__all__ = ["AnalyticEstimate", "estimate"]
+__all__ = ["AnalyticEstimate", "estimate", "peak_memory"]
 
 
 def estimate(w: Workload) -> AnalyticEstimate:
@@ -22,3 +23,15 @@ def estimate(w: Workload) -> AnalyticEstimate:
     from perfmodel.analytic.roofline import estimate_neural
 
     return estimate_neural(w)
+
+
+def peak_memory(w: Workload) -> MemoryBreakdown:
+    """The workload's peak memory per device alone: `estimate(w).memory` without the time terms
+    (what a search over micro-batches or GPU counts asks many times)."""
+    if w.model.arch == "gbm":
+        from perfmodel.analytic.gbm import host_memory
+
+        return host_memory(w)
+    from perfmodel.analytic.memory import estimate_memory
+
+    return estimate_memory(w)

@@ -34,7 +34,12 @@ def serve_command(
         30.0, "--request-timeout-s", help="Longest a request may compute (then 503)."
     ),
     concurrency: int = typer.Option(
-        4, "--concurrency", help="Predictions computed at once (worker threads)."
+        4, "--concurrency", help="Predictions computed at once per process (worker threads)."
+    ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        help="Server processes (one per core serves the most; each loads the model and keeps its own cache).",
     ),
     access_log: bool = typer.Option(
         True, "--access-log/--no-access-log", help="Log every request on stderr."
@@ -50,13 +55,14 @@ def serve_command(
     import uvicorn
 
     from perfmodel.errors import ConfigError
-    from perfmodel.service.app import create_app
-    from perfmodel.service.settings import ServiceSettings
+    from perfmodel.service.settings import ENV_VAR, ServiceSettings
 
     if model_dir is not None and model_uri is not None:
         raise typer.BadParameter("give --model-dir or --model-uri, not both", param_hint="--model-uri")
     if not 0 < port < 65536:
         raise typer.BadParameter(f"must be 1-65535, got {port}", param_hint="--port")
+    if workers < 1:
+        raise typer.BadParameter(f"must be >= 1, got {workers}", param_hint="--workers")
     try:
         settings = ServiceSettings(
             model_dir=model_dir,
@@ -72,6 +78,14 @@ def serve_command(
         from perfmodel.service.model_source import parse_model_uri
 
         parse_model_uri(model_uri)  # a malformed URI is a one-line error before the server starts
+    # Every process, the only one or one of N, builds its app from the settings in the environment.
+    os.environ[ENV_VAR] = settings.to_json()
     uvicorn.run(
-        create_app(settings), host=host, port=port, workers=1, access_log=access_log, log_level="info"
+        "perfmodel.service.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=access_log,
+        log_level="info",
     )

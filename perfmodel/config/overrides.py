@@ -5,11 +5,15 @@ Every failure is a one-line `ConfigError` that names the file or the override.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import ConfigError, clip, quote
+
+_PLAIN_INT = re.compile(r"0|-?[1-9][0-9]{0,17}")
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -38,7 +42,9 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
 
     shown = quote(text)
     if "=" not in text:
-        raise ConfigError(f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16")
+        raise ConfigError(
+            f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16"
+        )
     key, raw = text.split("=", 1)
     parts = tuple(p.strip() for p in key.strip().split("."))
     if any(not p for p in parts):
@@ -47,10 +53,33 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         )
     if not raw.strip():
         raise ConfigError(f"--set {shown} has no value; write {clip(key.strip())}=null to unset the key")
-    value = load_yaml_text(raw, source=f"--set {shown}")
-    if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
-        raise ConfigError(f"--set {shown}: the value must be a number, a word, true/false, null or a list of words")
+    value = _plain_scalar(raw)
+    if value is _NOT_PLAIN:
+        value = load_yaml_text(raw, source=f"--set {shown}")
+    if isinstance(value, dict) or (
+        isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)
+    ):
+        raise ConfigError(
+            f"--set {shown}: the value must be a number, a word, true/false, null or a list of words"
+        )
     return parts, value
+
+
+_NOT_PLAIN: Any = object()
+_YAML_WORDS = frozenset(
+    "yes no true false on off null y n ~".split()
+)  # words YAML 1.1 reads as bools or null (compared lower-cased): these go through the loader
+
+
+def _plain_scalar(raw: str) -> Any:
+    """The value YAML gives a plain decimal integer or a plain word (`16`, `fsdp`, `A100-80GB`),
+    without starting the loader (a service reads three per request); _NOT_PLAIN for anything else."""
+    text = raw.strip()
+    if _PLAIN_INT.fullmatch(text):
+        return int(text)
+    if _PLAIN_WORD.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return _NOT_PLAIN
 
 
 def set_path(config: dict[str, Any], parts: Sequence[str], value: Any, *, origin: str = "") -> None:

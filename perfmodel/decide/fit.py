@@ -3,9 +3,10 @@ keeping the global batch), the same with activation checkpointing, and the fewes
 sharding strategy) that fit, each with its predicted time.
 
 "Fits" is exactly `predict`'s verdict: the analytic peak memory per GPU (estimate) is at most the
-accelerator's memory. Memory grows with the micro-batch (activations and logits are linear in it),
-so the largest fitting micro-batch is found by bisection over the memory model alone; predictions
-are made only for the suggestions.
+accelerator's memory. Memory is affine in the micro-batch (activations and logits are linear in
+it), so the largest fitting micro-batch is read off the memory model alone and checked on both
+sides of the boundary (bisection where the check fails); predictions are made only for the
+suggestions, all in one call of the learned model.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ server, then whole servers)."""
 
 def peak_memory_gb(w: Workload) -> float:
     """The analytic peak memory per GPU, GB (the estimate `predict` reports)."""
-    from perfmodel.analytic import estimate
+    from perfmodel.analytic import peak_memory
 
-    return float(estimate(w).memory.total_gb)
+    return float(peak_memory(w).total_gb)
 
 
 def fits(w: Workload) -> bool:
@@ -51,9 +52,33 @@ def with_parallel(w: Workload, **changes: Any) -> Workload:
 
 
 def largest_micro_batch(w: Workload, *, limit: int = MICRO_BATCH_LIMIT) -> int | None:
-    """The largest micro-batch in [1, limit] with which `w` fits; None when 1 does not fit."""
-    if not fits(with_training(w, micro_batch_size=1)):
+    """The largest micro-batch in [1, limit] with which `w` fits; None when 1 does not fit.
+
+    The memory model is affine in the micro-batch (activations and logits grow linearly, the rest
+    is fixed), so the boundary is read off two evaluations and then checked on both sides; where
+    the check fails (a model that is not affine), bisection finds it."""
+    capacity = float(w.gpu.memory_gb)
+    at_1 = peak_memory_gb(with_training(w, micro_batch_size=1))
+    if capacity and at_1 > capacity:
         return None
+    if not capacity:
+        return limit
+    if limit == 1:
+        return 1
+    slope = peak_memory_gb(with_training(w, micro_batch_size=2)) - at_1
+    if slope <= 0:
+        guess = limit
+    else:
+        guess = int(max(1.0, min(float(limit), 1.0 + (capacity - at_1) / slope)))
+    if fits(with_training(w, micro_batch_size=guess)) and (
+        guess == limit or not fits(with_training(w, micro_batch_size=guess + 1))
+    ):
+        return guess
+    return _bisect_micro_batch(w, limit)
+
+
+def _bisect_micro_batch(w: Workload, limit: int) -> int:
+    """`largest_micro_batch` by doubling and bisection (1 fits)."""
     lo, hi = 1, 2
     while hi <= limit and fits(with_training(w, micro_batch_size=hi)):
         lo, hi = hi, hi * 2
@@ -67,10 +92,11 @@ def largest_micro_batch(w: Workload, *, limit: int = MICRO_BATCH_LIMIT) -> int |
     return lo
 
 
-def largest_divisor_that_fits(w: Workload, per_replica_batch: int) -> int | None:
+def largest_divisor_that_fits(w: Workload, per_replica_batch: int, *, top: int | None = None) -> int | None:
     """The largest divisor d of `per_replica_batch` (samples per replica per optimizer step) with
-    which `w` fits at micro-batch d; None when none does."""
-    top = largest_micro_batch(w, limit=per_replica_batch)
+    which `w` fits at micro-batch d; None when none does. `top`: `largest_micro_batch(w)` when
+    known already (memory grows with the micro-batch, so the search under the limit is min(top, limit))."""
+    top = largest_micro_batch(w, limit=per_replica_batch) if top is None else min(top, per_replica_batch)
     if top is None:
         return None
     return max(d for d in range(1, top + 1) if per_replica_batch % d == 0)
@@ -124,10 +150,10 @@ class FitReport:
         return [s.to_json() for s in self.suggestions]
 
 
-def _predict(w: Workload, options: dict[str, Any]) -> Outcome:
-    from perfmodel.prediction import predict
+def _predict_all(workloads: list[Workload], options: dict[str, Any]) -> list[Outcome]:
+    from perfmodel.prediction import predict_many
 
-    return Outcome.of(predict(w, **options))
+    return [Outcome.of(run) for run in predict_many(workloads, **options)]
 
 
 def _changed(t: Any, **values: Any) -> dict[str, Any]:
@@ -158,20 +184,21 @@ def suggest_fits(
         return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w), suggestions=())
     t = w.training
     per_replica = _per_replica_batch(w)
-    suggestions: list[FitSuggestion] = []
+    found: list[tuple[Workload, dict[str, Any]]] = []  # each suggestion's workload and its fields
     notes: list[str] = []
     top = largest_micro_batch(w)
-    mb = largest_divisor_that_fits(w, per_replica)
+    mb = largest_divisor_that_fits(w, per_replica, top=top) if top is not None else None
     if mb is not None:
         ga = per_replica // mb
-        changed = _changed(t, micro_batch_size=mb, grad_accum_steps=ga)
-        suggestions.append(
-            FitSuggestion(
-                kind="micro_batch",
-                summary=f"micro-batch {mb} x gradient accumulation {ga} (global batch kept)",
-                changes=changed,
-                outcome=_predict(with_training(w, micro_batch_size=mb, grad_accum_steps=ga), options),
-                global_batch_kept=True,
+        found.append(
+            (
+                with_training(w, micro_batch_size=mb, grad_accum_steps=ga),
+                {
+                    "kind": "micro_batch",
+                    "summary": f"micro-batch {mb} x gradient accumulation {ga} (global batch kept)",
+                    "changes": _changed(t, micro_batch_size=mb, grad_accum_steps=ga),
+                    "global_batch_kept": True,
+                },
             )
         )
     else:
@@ -181,17 +208,17 @@ def suggest_fits(
         mb_c = largest_divisor_that_fits(ckpt, per_replica)
         if mb_c is not None and (mb is None or mb_c > mb):
             ga = per_replica // mb_c
-            suggestions.append(
-                FitSuggestion(
-                    kind="checkpointing",
-                    summary=f"activation checkpointing, micro-batch {mb_c} x gradient accumulation {ga} (global batch kept)",
-                    changes=_changed(
-                        t, activation_checkpointing=True, micro_batch_size=mb_c, grad_accum_steps=ga
-                    ),
-                    outcome=_predict(
-                        with_training(ckpt, micro_batch_size=mb_c, grad_accum_steps=ga), options
-                    ),
-                    global_batch_kept=True,
+            found.append(
+                (
+                    with_training(ckpt, micro_batch_size=mb_c, grad_accum_steps=ga),
+                    {
+                        "kind": "checkpointing",
+                        "summary": f"activation checkpointing, micro-batch {mb_c} x gradient accumulation {ga} (global batch kept)",
+                        "changes": _changed(
+                            t, activation_checkpointing=True, micro_batch_size=mb_c, grad_accum_steps=ga
+                        ),
+                        "global_batch_kept": True,
+                    },
                 )
             )
     more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts)
@@ -217,15 +244,21 @@ def suggest_fits(
         if mt.activation_checkpointing and not t.activation_checkpointing:
             extra += ", activation checkpointing"
         batch = "global batch kept" if kept else "global batch grows with the GPUs"
-        suggestions.append(
-            FitSuggestion(
-                kind="gpus",
-                summary=f"{par.num_gpus} x {w.gpu.name}{nodes} with {par.strategy}{extra} ({batch})",
-                changes=moves,
-                outcome=_predict(moved, options),
-                global_batch_kept=kept,
+        found.append(
+            (
+                moved,
+                {
+                    "kind": "gpus",
+                    "summary": f"{par.num_gpus} x {w.gpu.name}{nodes} with {par.strategy}{extra} ({batch})",
+                    "changes": moves,
+                    "global_batch_kept": kept,
+                },
             )
         )
+    outcomes = _predict_all([moved for moved, _ in found], options)  # one call of the learned model
+    suggestions = [
+        FitSuggestion(outcome=outcome, **fields) for (_, fields), outcome in zip(found, outcomes, strict=True)
+    ]
     if config is not None:
         suggestions = [_in_dialect(s, w, config) for s in suggestions]
     return FitReport(fits=False, max_micro_batch_size=top, suggestions=tuple(suggestions), notes=tuple(notes))
@@ -275,26 +308,72 @@ def fewest_gpus(
     sharding strategy that fits there (the run's own first, then zero1, zero2, fsdp): (workload,
     global batch kept?) or None. With `adapt_batch`, a count also counts when it fits only with
     the largest micro-batch that divides the per-replica batch, or with that and activation
-    checkpointing."""
+    checkpointing.
+
+    Under one strategy, memory per GPU does not grow with the GPU count (more GPUs shard as much
+    or more; activations stay), so each strategy's fewest count is found by bisection over the
+    counts the model-parallel groups divide. `fewest_gpus_scan` is the definition (every count
+    in order, every strategy at each); a test holds the two equal."""
+    par = w.parallel
+    unit = par.model_split * par.context_parallel
+    counts = [n for n in sorted(set(gpu_counts)) if par.num_gpus < n <= max_gpus and n % unit == 0]
+    best: tuple[int, tuple[Workload, bool]] | None = None  # (index into counts, answer)
+    for strategy in dict.fromkeys((par.strategy, *SHARDING_ORDER)):
+        end = best[0] if best is not None else len(counts)  # a later strategy must use fewer GPUs
+        found = _fewest_for_strategy(w, counts[:end], strategy, adapt_batch) if end else None
+        if found is not None:
+            best = found
+    return best[1] if best is not None else None
+
+
+def _fewest_for_strategy(
+    w: Workload, counts: list[int], strategy: str, adapt_batch: bool
+) -> tuple[int, tuple[Workload, bool]] | None:
+    """(index, answer) of the fewest of `counts` on which `w` fits with `strategy`, or None."""
+    found = _fit_on(w, counts[-1], strategy, adapt_batch)
+    if found is None:
+        return None
+    lo, hi = -1, len(counts) - 1  # counts[hi] fits; counts[lo] does not (lo = -1: none checked)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        at = _fit_on(w, counts[mid], strategy, adapt_batch)
+        if at is not None:
+            hi, found = mid, at
+        else:
+            lo = mid
+    return hi, found
+
+
+def _fit_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> tuple[Workload, bool] | None:
+    """`w` moved to `n` GPUs with `strategy` when it fits there (with `adapt_batch`: or with the
+    largest dividing micro-batch, then also with activation checkpointing): (workload, global
+    batch kept?), or None."""
+    scaled = scale_gpus(w, n, strategy)
+    if scaled is None:
+        return None
+    moved, kept = scaled
+    if fits(moved):
+        return scaled
+    if not adapt_batch:
+        return None
+    per_replica = _per_replica_batch(moved)
+    for variant in (moved, with_training(moved, activation_checkpointing=True)):
+        mb = largest_divisor_that_fits(variant, per_replica)
+        if mb is not None:
+            return with_training(variant, micro_batch_size=mb, grad_accum_steps=per_replica // mb), kept
+    return None
+
+
+def fewest_gpus_scan(
+    w: Workload, *, max_gpus: int = 1024, gpu_counts: Iterable[int] = GPU_COUNTS, adapt_batch: bool = False
+) -> tuple[Workload, bool] | None:
+    """`fewest_gpus` by trying every count in order and every strategy at each (the reference)."""
     current = w.parallel.num_gpus
-    strategies = tuple(dict.fromkeys((w.parallel.strategy, *SHARDING_ORDER)))
     for n in sorted(set(gpu_counts)):
         if n <= current or n > max_gpus:
             continue
-        for strategy in strategies:
-            scaled = scale_gpus(w, n, strategy)
-            if scaled is None:
-                continue
-            moved, kept = scaled
-            if fits(moved):
-                return scaled
-            if not adapt_batch:
-                continue
-            per_replica = _per_replica_batch(moved)
-            for variant in (moved, with_training(moved, activation_checkpointing=True)):
-                mb = largest_divisor_that_fits(variant, per_replica)
-                if mb is not None:
-                    return with_training(
-                        variant, micro_batch_size=mb, grad_accum_steps=per_replica // mb
-                    ), kept
+        for strategy in dict.fromkeys((w.parallel.strategy, *SHARDING_ORDER)):
+            at = _fit_on(w, n, strategy, adapt_batch)
+            if at is not None:
+                return at
     return None

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfmodel.errors import ConfigError
 
+ENV_VAR = "PERFMODEL_SERVE_SETTINGS"
+"""Where `perfmodel serve --workers N` hands its settings to each worker process (JSON)."""
 DEFAULT_MODEL_URI_ALIAS = "models:/perfmodel-throughput@champion"
 """The registered model and alias `perfmodel train` maintains (`perfmodel.tracking`)."""
 
@@ -24,7 +29,8 @@ class ServiceSettings:
     poll_interval_s: float = 30.0
     """Seconds between two looks at the registry alias."""
     request_timeout_s: float = 30.0
-    """Longest a request may compute, s; a slower one is answered 503 (its work is abandoned)."""
+    """Longest a request in a worker thread may compute, s; a slower one is answered 503 (its work
+    is abandoned)."""
     max_body_bytes: int = 1_000_000
     """Largest request body, bytes; a larger one is answered 413."""
     max_sweep_points: int = 256
@@ -32,7 +38,13 @@ class ServiceSettings:
     max_compare_configs: int = 8
     """Most configs one /v1/compare request may hold."""
     concurrency: int = 4
-    """Predictions computed at once (worker threads); further requests wait their turn."""
+    """Requests computed at once in worker threads (sweeps, advice, comparisons, large bodies);
+    further ones wait their turn."""
+    inline_max_body_bytes: int = 8_192
+    """A /v1/predict body up to this size is computed on the event loop, not in a worker thread:
+    one prediction is bounded work (~3 ms), and parsing YAML of this size takes at most ~60 ms
+    (measured, a list of 3,000 numbers; the shared Ludwig configs are under 2 KB). 0 sends every
+    request to the threads, under `request_timeout_s`."""
     cache_bytes: int = 32_000_000
     """Memory for answers already computed (same request, same model), bytes; 0 turns caching off."""
 
@@ -49,5 +61,19 @@ class ServiceSettings:
         for name in ("max_body_bytes", "max_sweep_points", "max_compare_configs", "concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.cache_bytes < 0:
-            raise ConfigError(f"cache_bytes must be >= 0, got {self.cache_bytes!r}")
+        for name in ("cache_bytes", "inline_max_body_bytes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+    def to_json(self) -> str:
+        """The settings as one JSON object (`from_json` reads it back)."""
+        data: dict[str, Any] = dataclasses.asdict(self)
+        data["model_dir"] = str(self.model_dir) if self.model_dir is not None else None
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServiceSettings:
+        data = json.loads(text)
+        if data.get("model_dir") is not None:
+            data["model_dir"] = Path(data["model_dir"])
+        return cls(**data)
