@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= examples/llama2-7b-lora.yaml
 PROFILE ?= quick
 
-.PHONY: install demo test test-fast lint format collect dataset train-model release-model evaluate ui bench clean
+.PHONY: install demo test test-slow test-all lint format collect dataset train-model release-model evaluate ui bench clean
 .PHONY: ludwig-env collect-ludwig
 
 install: $(STAMP)  ## virtual environment with CPU torch and every extra
@@ -21,11 +21,14 @@ $(STAMP): pyproject.toml
 demo: install  ## predict the bundled example with the shipped model
 	$(BIN)/perfmodel predict --config $(CONFIG)
 
-test: install  ## the full test suite (CPU only)
-	$(BIN)/python -m pytest -q -n 2
-
-test-fast: install
+test: install  ## the test suite without the slow integration tests (CPU only, ~1 min on 2 cores)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+test-slow: install  ## the slow ones: real processes, servers, Ray clusters, CPU training slices, model fits
+	$(BIN)/python -m pytest -q -n 2 -m slow
+
+test-all: install  ## both (what CI runs)
+	$(BIN)/python -m pytest -q -n 2
 
 lint: install
 	$(BIN)/ruff check perfmodel collectors tests bench

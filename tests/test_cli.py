@@ -71,6 +71,7 @@ def test_predict_does_not_fit_verdict(tmp_path):
     assert any("does not fit" in w for w in data["warnings"])
 
 
+@pytest.mark.slow
 def test_gpus_and_models_commands():
     res = run("gpus", "--json")
     assert res.returncode == 0
@@ -137,6 +138,7 @@ def test_memcheck_command_reports_published_measurements():
     assert res.returncode == 1 and "no peak-memory table" in res.stderr
 
 
+@pytest.mark.slow
 def test_dataset_build_command_writes_features_and_hash(tmp_path):
     out = tmp_path / "features.parquet"
     res = run("dataset", "build", "--raw", str(ROOT / "datasets" / "raw"), "--public", str(ROOT / "datasets" / "public"), "--out", str(out), "--json")

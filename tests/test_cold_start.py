@@ -69,6 +69,7 @@ def table_rows():
 
 
 @needs_table
+@pytest.mark.slow
 def test_feature_codes_are_the_codes_pandas_gives(table_rows):
     import pandas as pd
 

@@ -112,6 +112,7 @@ def test_a_short_budget_cuts_the_tail_and_caps_the_projection():
     assert longer.counts().get("measure", 0) >= plan.counts().get("measure", 0)  # more budget, never fewer
 
 
+@pytest.mark.slow
 def test_models_that_cannot_fit_are_not_run_and_cost_nothing():
     plan = plan_mod.plan_profile("gpu", "l4")  # 24 GB: 7B full fine-tuning cannot fit
     by_label = {s.label: s for s in plan.slices}
@@ -191,6 +192,7 @@ def test_gpu_profile_needs_a_gpu_to_plan_for():
         plan_mod.plan_profile("gpu", "cpu")
 
 
+@pytest.mark.slow
 def test_cli_plan_json_and_errors():
     res = run("-m", "perfmodel", "collect", "--plan", "--profile", "gpu", "--gpu", "h100-sxm", "--json")
     assert res.returncode == 0, res.stderr

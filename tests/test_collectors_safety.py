@@ -136,6 +136,7 @@ def expected_ids(indices) -> set[str]:
 # --- two collectors, one folder -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_collector_refuses_naming_the_holder_then_waits_its_turn(tmp_path):
     gate = tmp_path / "gate"
     gate.touch()
@@ -177,6 +178,7 @@ def test_a_second_collector_refuses_naming_the_holder_then_waits_its_turn(tmp_pa
     assert not (tmp_path / "raw" / HOLDER_NAME).exists()  # the last holder cleared its note
 
 
+@pytest.mark.slow
 def test_shard_writes_from_two_processes_at_once_never_overwrite_each_other(tmp_path):
     # 2 processes x 25 flushes x 4 rows, started on the same instant, same profile, host and day:
     # every write must land in its own file (no lock here: this is the storage layer alone).
@@ -221,6 +223,7 @@ for k in range(25):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.slow
 def test_a_stop_signal_keeps_the_measured_rows_and_prints_the_summary(tmp_path, sig):
     gate = tmp_path / "gate"
     gate.touch()
@@ -261,6 +264,7 @@ def test_a_stop_signal_while_waiting_for_the_folder_exits_cleanly(tmp_path):
 # --- damaged shards and bad output folders ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_damaged_shard_is_reported_in_one_line_and_set_aside(tmp_path):
     out = tmp_path / "raw"
     assert finish(start(tmp_path, "0:3"), tmp_path)[0] == 0

@@ -37,6 +37,7 @@ def strict_json(text: str) -> dict:
     return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c} in output"))
 
 
+@pytest.mark.slow
 def test_sweep_json_csv_and_plot(tmp_path):
     plot = tmp_path / "sweep.png"
     res = run(

@@ -119,6 +119,7 @@ def test_price_field_is_validated_and_with_price_overrides():
     assert price_for(free).usd_per_gpu_hour == 0.0
 
 
+@pytest.mark.slow
 def test_price_precedence_through_the_command_line(tmp_path):
     import json
     import subprocess

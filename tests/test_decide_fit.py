@@ -160,6 +160,7 @@ def _predict_cli(*args: str) -> dict:
     return json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
 
 
+@pytest.mark.slow
 def test_predict_json_carries_fit_suggestions(tmp_path):
     example = str(ROOT / "examples" / "llama2-7b-lora.yaml")
     fits = _predict_cli("--config", example)

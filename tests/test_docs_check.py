@@ -73,6 +73,7 @@ def test_a_failing_command_fails_the_check(tmp_path):
     assert "FAIL" in res.stdout and "nope.yaml" in res.stdout and "1 of 2 commands passed" in res.stdout
 
 
+@pytest.mark.slow
 def test_the_bundled_examples_run_as_written(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("<!-- docs-check -->\n```bash\n" + "\n".join(CHEAP_EXAMPLES) + "\n```\n")
@@ -81,6 +82,7 @@ def test_the_bundled_examples_run_as_written(tmp_path):
     assert f"{len(CHEAP_EXAMPLES)} of {len(CHEAP_EXAMPLES)} commands passed" in res.stdout
 
 
+@pytest.mark.slow
 def test_the_readmes_quick_runnable_commands_pass():
     dc = _load()
     commands = [c for c in dc.extract_commands((ROOT / "README.md").read_text()) if dc.is_cheap(c.command)]

@@ -280,6 +280,7 @@ def rows_by_node(out: Path) -> dict[str, list[dict]]:
     return found
 
 
+@pytest.mark.slow
 def test_each_node_measures_into_its_own_shard_and_a_rerun_measures_only_what_is_new(cluster, tmp_path):
     out = tmp_path / "raw"
     rc, stdout, stderr = drive(cluster, out, 4)
@@ -329,6 +330,7 @@ def kill_at_gate(proc: subprocess.Popen, gate: Path) -> None:
     os.kill(int(reached.read_text()), signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_a_killed_task_loses_nothing_and_its_retry_measures_only_the_rest(cluster, tmp_path):
     out, gate = tmp_path / "raw", tmp_path / "gate"
     gate.touch()
@@ -349,6 +351,7 @@ def test_a_killed_task_loses_nothing_and_its_retry_measures_only_the_rest(cluste
         assert len(ids) == 6 and len(set(ids)) == 6, tag
 
 
+@pytest.mark.slow
 def test_a_node_that_keeps_failing_is_reported_and_what_it_measured_is_kept(cluster, tmp_path):
     out, gate = tmp_path / "raw", tmp_path / "gate"
     gate.touch()

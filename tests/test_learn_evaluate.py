@@ -98,6 +98,7 @@ def test_metrics_give_each_run_one_vote():
     assert m["coverage_pct"] == pytest.approx(125 / 1.5)
 
 
+@pytest.mark.slow
 def test_protocol_reports_model_and_both_baselines_on_every_split(data):
     X, y, kept = data
     with synthetic_catalog():

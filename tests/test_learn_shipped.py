@@ -210,6 +210,7 @@ def test_loading_and_correcting_imports_no_mlflow_torch_or_sklearn(trained, tmp_
     assert out.stdout.strip() == "['lightgbm']"
 
 
+@pytest.mark.slow
 def test_lean_lightgbm_import_predicts_like_a_full_import(trained, tmp_path):
     """The CLI's lean LightGBM import (optional integrations hidden) gives the same predictions."""
     model, _ = trained

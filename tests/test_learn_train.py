@@ -117,6 +117,7 @@ def _tree_digest(folder: Path) -> dict[str, tuple[str, int]]:
     }
 
 
+@pytest.mark.slow
 def test_first_run_is_champion_saved_locally_logged_and_exported(first, data):
     tracker, result, root = first["tracker"], first["result"], first["root"]
     assert result.registered_version == "1" and result.became_champion and tracker.alias == "1"
@@ -148,6 +149,7 @@ def test_first_run_is_champion_saved_locally_logged_and_exported(first, data):
     assert exported["version"] == "1" and exported["run_id"] == result.run_id
 
 
+@pytest.mark.slow
 def test_training_without_export_leaves_the_model_folder_untouched(data, tmp_path, monkeypatch):
     models = tmp_path / "models"
     shutil.copytree(ROOT / "models", models)
@@ -161,6 +163,7 @@ def test_training_without_export_leaves_the_model_folder_untouched(data, tmp_pat
     assert Path(result.local_dir).parent == tmp_path / "runs"
 
 
+@pytest.mark.slow
 def test_a_noise_level_gain_does_not_move_the_alias(data, first, tmp_path):
     """The champion is the first run's model on the same rows, recorded a hair worse than this
     run will score: the gain is smaller than the measured seed spread, so the alias stays, and
@@ -213,6 +216,7 @@ def test_a_champion_on_other_rows_stays_unless_forced_and_export_follows_the_sam
     assert read_model_dir(models)[0]["dataset_sha256"] == data["other"].sha256
 
 
+@pytest.mark.slow
 def test_a_tracking_failure_after_the_fit_keeps_the_work(data, tmp_path):
     tracker = MemoryTracker(fail_on=("log_model",))
     with synthetic_catalog(), pytest.raises(TrackingError, match="nothing is lost") as err:
@@ -224,6 +228,7 @@ def test_a_tracking_failure_after_the_fit_keeps_the_work(data, tmp_path):
     assert [r.status for r in tracker.runs.values()] == ["FAILED"]
 
 
+@pytest.mark.slow
 def test_no_register_logs_but_neither_registers_nor_exports(data, tmp_path):
     tracker = MemoryTracker()
     with synthetic_catalog():

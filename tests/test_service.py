@@ -441,6 +441,7 @@ def test_serve_refuses_zero_workers():
     assert exit_info.value.code == 2
 
 
+@pytest.mark.slow
 def test_perfmodel_serve_starts_a_server_that_answers(tmp_path):
     import os
     import socket

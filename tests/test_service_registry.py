@@ -49,6 +49,7 @@ def wait_until(predicate, timeout: float = 60.0) -> None:
     raise AssertionError("timed out")
 
 
+@pytest.mark.slow
 def test_a_moved_champion_alias_is_served_without_a_failed_request(registry):
     tracker, (v1, v2) = registry
     settings = ServiceSettings(model_uri=URI, tracking_uri=tracker.uri, poll_interval_s=0.2, cache_bytes=0)

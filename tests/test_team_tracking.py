@@ -133,6 +133,7 @@ def predict_from_registry(capsys, model_uri: str, config: Path) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_train_registers_on_the_team_server_and_predict_and_serve_follow_the_alias(
     server, tables, tmp_path, monkeypatch, capsys
 ):
@@ -190,6 +191,7 @@ def test_train_registers_on_the_team_server_and_predict_and_serve_follow_the_ali
         follower.stop()
 
 
+@pytest.mark.slow
 def test_an_unknown_registered_model_is_one_line_naming_the_server(server, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(json.dumps(CONFIG))

@@ -98,6 +98,7 @@ def test_train_with_an_unreachable_server_is_one_line_and_exit_1_before_fitting(
 
 
 @pytest.mark.parametrize("user_setting", [None, "false"])
+@pytest.mark.slow
 def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on(tmp_path, user_setting):
     """With the default, MLflow writes no telemetry installation file; the control shows the test
     sees the file when the user opts in (MLFLOW_DISABLE_TELEMETRY=false)."""
