@@ -155,6 +155,7 @@ def test_training_without_export_leaves_the_model_folder_untouched(data, tmp_pat
     shutil.copytree(ROOT / "models", models)
     monkeypatch.setenv("PERFMODEL_MODEL_DIR", str(models))
     monkeypatch.setenv("PERFMODEL_ROOT", str(tmp_path))  # runs/ goes here too
+    monkeypatch.delenv("PERFMODEL_RUNS_DIR", raising=False)  # (tests/conftest.py sets it for the rest)
     before = _tree_digest(models)
     with synthetic_catalog():
         result = fit_and_log(data["main"], tracker=MemoryTracker(), config=SMALL)

@@ -81,6 +81,7 @@ def test_train_with_an_unreachable_server_is_one_line_and_exit_1_before_fitting(
         **os.environ,
         "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{_closed_port()}",
         "PERFMODEL_ROOT": str(tmp_path),
+        "PERFMODEL_RUNS_DIR": str(tmp_path / "runs"),
     }
     start = time.monotonic()
     res = subprocess.run(
