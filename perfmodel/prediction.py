@@ -152,8 +152,14 @@ class PredictedRun:
 
 
 def _workload_json(w: Workload) -> dict[str, Any]:
-    data = dataclasses.asdict(w)
-    data["gpu"] = w.gpu.name  # the full accelerator record is under "hardware"
+    """`dataclasses.asdict(w)` with the accelerator by name (its full record is under "hardware";
+    converting it twice was a sixth of a served prediction)."""
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(w):
+        value = getattr(w, f.name)
+        nested = dataclasses.is_dataclass(value) and not isinstance(value, type) and f.name != "gpu"
+        data[f.name] = dataclasses.asdict(value) if nested else value
+    data["gpu"] = w.gpu.name
     data["assumptions"] = list(w.assumptions)
     return data
 
