@@ -330,18 +330,32 @@ def _fewest_for_strategy(
     w: Workload, counts: list[int], strategy: str, adapt_batch: bool
 ) -> tuple[int, tuple[Workload, bool]] | None:
     """(index, answer) of the fewest of `counts` on which `w` fits with `strategy`, or None."""
-    found = _fit_on(w, counts[-1], strategy, adapt_batch)
-    if found is None:
+    if not _fits_on(w, counts[-1], strategy, adapt_batch):
         return None
     lo, hi = -1, len(counts) - 1  # counts[hi] fits; counts[lo] does not (lo = -1: none checked)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        at = _fit_on(w, counts[mid], strategy, adapt_batch)
-        if at is not None:
-            hi, found = mid, at
+        if _fits_on(w, counts[mid], strategy, adapt_batch):
+            hi = mid
         else:
             lo = mid
-    return hi, found
+    found = _fit_on(w, counts[hi], strategy, adapt_batch)
+    return (hi, found) if found is not None else None
+
+
+def _fits_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> bool:
+    """`_fit_on(...) is not None`, without searching the micro-batch: a dividing micro-batch fits
+    exactly when micro-batch 1 does (1 divides every batch)."""
+    scaled = scale_gpus(w, n, strategy)
+    if scaled is None:
+        return False
+    moved = scaled[0]
+    if fits(moved):
+        return True
+    if not adapt_batch:
+        return False
+    one = with_training(moved, micro_batch_size=1)
+    return fits(one) or fits(with_training(one, activation_checkpointing=True))
 
 
 def _fit_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> tuple[Workload, bool] | None:
