@@ -3,12 +3,14 @@ process per core) on a local port, 1,000 POST /v1/predict over 8 concurrent conn
 async client, on the same host), p50 / p99 latency and errors. Two mixes, 1,000 requests each:
   distinct  - every request a different run (GPU x count x micro-batch x sequence length x
               tokens): no answer can come from the server's cache, each is a full prediction;
+              run --repeats times (default 3, other data amounts each time) and the round with
+              the median p50 reported, with every round's p50 (a shared host is noisy);
   repeated  - 50 different runs asked 20 times each, in random order (a page or a scheduler
               asking again): the first ask of each is computed, the rest are cache hits.
 
 Target: p50 < 20 ms, zero errors. Prints one JSON line.
 
-    python bench/bench_serve.py [--requests 1000] [--concurrency 8] [--workers N]
+    python bench/bench_serve.py [--requests 1000] [--concurrency 8] [--workers N] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -119,6 +121,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="rounds of the distinct mix; the round with the median p50 is reported",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=min(os.cpu_count() or 1, 8),
@@ -184,7 +192,20 @@ def main() -> int:
                 url, bodies(8 * args.concurrency, 8 * args.concurrency, seed=99, tokens=1e8), args.concurrency
             )
         )  # warm-up: every worker process has loaded its model
-        distinct = asyncio.run(load(url, bodies(args.requests, args.requests, seed=1), args.concurrency))
+        rounds = [
+            asyncio.run(
+                load(
+                    url, bodies(args.requests, args.requests, seed=1, tokens=5e8 + 1e9 * i), args.concurrency
+                )
+            )
+            for i in range(args.repeats)
+        ]  # other data amounts each round: no answer is in the cache
+        distinct = sorted(rounds, key=lambda r: r["p50_ms"] if r["p50_ms"] is not None else float("inf"))[
+            len(rounds) // 2
+        ]  # the round with the median p50
+        distinct["p50_ms_rounds"] = [r["p50_ms"] for r in rounds]
+        distinct["errors"] = sum(r["errors"] for r in rounds)
+        distinct["ok"] = distinct["ok"] and not distinct["errors"]
         repeated = asyncio.run(load(url, bodies(args.requests, 50, seed=2, tokens=7e8), args.concurrency))
     finally:
         server.terminate()
