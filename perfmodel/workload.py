@@ -24,18 +24,8 @@ STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
 ATTENTION_KERNELS = ("sdpa", "flash", "eager")
 ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
-FRAMEWORKS = (
-    "hf-eager",
-    "torch-eager",
-    "composer-fsdp",
-    "megatron",
-    "nemo",
-    "torchtitan",
-    "deepspeed",
-    "dle-ngc",
-    "lightgbm",
-    "ludwig",
-)
+FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm",
+              "ludwig")
 """Software-stack families the learned model knows by name (any other framework is 'other').
 `ludwig`: Ludwig's trainer around eager PyTorch (its start-up and per-batch work are measured terms,
 perfmodel/analytic/totals.py startup_s and overhead.framework_floor_per_micro_batch_s)."""
@@ -83,9 +73,7 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.activation_mb_per_sample": FieldRange(0, 1e7),
     # training
     "training.seq_len": FieldRange(1, 1 << 27),
-    "training.micro_batch_size": FieldRange(
-        1, 1_000_000_000
-    ),  # recommenders: 16 M (user, item) pairs per GPU
+    "training.micro_batch_size": FieldRange(1, 1_000_000_000),  # recommenders: 16 M (user, item) pairs per GPU
     "training.grad_accum_steps": FieldRange(1, 1_000_000),
     "training.lora_r": FieldRange(1, 1 << 16),
     "training.lora_target_modules": FieldRange(1, 1_000),
@@ -265,7 +253,8 @@ class ModelSpec:
                 )
         elif self.arch != "gbm" and (self.params_total is None or self.forward_gflops_per_sample is None):
             raise ConfigError(
-                f"model.params_total and model.forward_gflops_per_sample are required for a {self.arch} model"
+                f"model.params_total and model.forward_gflops_per_sample are required for a "
+                f"{self.arch} model"
             )
 
     @property
@@ -347,7 +336,6 @@ class TrainingSpec:
 
     def __post_init__(self) -> None:
         _check_fields(self, "training")
-
     @property
     def is_half(self) -> bool:
         return self.precision in ("bf16", "fp16")

@@ -14,6 +14,9 @@ from perfmodel.errors import ConfigError, clip, quote
 
 _PLAIN_INT = re.compile(r"0|-?[1-9][0-9]{0,17}")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+_YAML_WORDS = frozenset("yes no true false on off null y n ~".split())
+"""Words YAML 1.1 reads as bools or null (compared lower-cased): these go through the loader."""
+_NOT_PLAIN: Any = object()
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -42,9 +45,7 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
 
     shown = quote(text)
     if "=" not in text:
-        raise ConfigError(
-            f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16"
-        )
+        raise ConfigError(f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16")
     key, raw = text.split("=", 1)
     parts = tuple(p.strip() for p in key.strip().split("."))
     if any(not p for p in parts):
@@ -56,19 +57,9 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     value = _plain_scalar(raw)
     if value is _NOT_PLAIN:
         value = load_yaml_text(raw, source=f"--set {shown}")
-    if isinstance(value, dict) or (
-        isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)
-    ):
-        raise ConfigError(
-            f"--set {shown}: the value must be a number, a word, true/false, null or a list of words"
-        )
+    if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+        raise ConfigError(f"--set {shown}: the value must be a number, a word, true/false, null or a list of words")
     return parts, value
-
-
-_NOT_PLAIN: Any = object()
-_YAML_WORDS = frozenset(
-    "yes no true false on off null y n ~".split()
-)  # words YAML 1.1 reads as bools or null (compared lower-cased): these go through the loader
 
 
 def _plain_scalar(raw: str) -> Any:

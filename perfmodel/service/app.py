@@ -453,16 +453,14 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             cached = cache.get(key) if cache is not None else None
             if cached is not None:
                 return Response(cached, media_type="application/json", headers={"X-Perfmodel-Cache": "hit"})
-            if bounded and len(body) <= settings.inline_max_body_bytes:
-                payload = _json_bytes(job(req, model))
-                if cache is not None:
-                    cache.put(key, payload)
-                return Response(payload, media_type="application/json", headers={"X-Perfmodel-Cache": "miss"})
             try:
-                with anyio.fail_after(settings.request_timeout_s):
-                    payload = await anyio.to_thread.run_sync(
-                        lambda: _json_bytes(job(req, model)), limiter=limiter[0], abandon_on_cancel=True
-                    )
+                if bounded and len(body) <= settings.inline_max_body_bytes:
+                    payload = _json_bytes(job(req, model))
+                else:
+                    with anyio.fail_after(settings.request_timeout_s):
+                        payload = await anyio.to_thread.run_sync(
+                            lambda: _json_bytes(job(req, model)), limiter=limiter[0], abandon_on_cancel=True
+                        )
             except TimeoutError:
                 raise ServiceError(
                     503,
