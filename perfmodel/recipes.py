@@ -75,6 +75,9 @@ class FrameworkRecipe:
     model are never held at once (torchtune optimizer_in_bwd, LOMO)."""
     loss: str = "materialized"
     """How the loss over the vocabulary runs (one of LOSS_MODES)."""
+    native_norm: bool = False
+    """RMSNorm is torch.nn.RMSNorm, which runs as one ATen kernel per phase on CUDA (`_fused_rms_norm`),
+    not written op by op as Hugging Face's LlamaRMSNorm is."""
     lora_fused: bool = False
     """LoRA adapters run in fused custom autograd functions (unsloth fast_lora), not as separate
     dropout / matmul / scale / add ops."""
