@@ -93,7 +93,9 @@ class StepPlan:
     def flops(self, kind: str | None = None) -> float:
         """FLOPs per micro-batch (kinds: all, or one)."""
         return sum(
-            k.work.flops * k.calls for k in self.kernels if not k.per_step and (kind is None or k.work.kind == kind)
+            k.work.flops * k.calls
+            for k in self.kernels
+            if not k.per_step and (kind is None or k.work.kind == kind)
         )
 
 
@@ -132,24 +134,63 @@ def _i(x: float) -> int:
     return max(1, int(round(x)))
 
 
-def _matmul(out: list[PlannedKernel], label: str, tokens: int, n_in: int, n_out: int, dtype: str, *,
-            trainable: bool, input_grad: bool, recompute: bool, calls: float = 1.0) -> None:
+def _matmul(
+    out: list[PlannedKernel],
+    label: str,
+    tokens: int,
+    n_in: int,
+    n_out: int,
+    dtype: str,
+    *,
+    trainable: bool,
+    input_grad: bool,
+    recompute: bool,
+    calls: float = 1.0,
+) -> None:
     """A linear layer y = x W (x: tokens x n_in): forward, input gradient, weight gradient."""
-    out.append(PlannedKernel(label=f"{label} forward", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls))
+    out.append(
+        PlannedKernel(label=f"{label} forward", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls)
+    )
     if recompute:
-        out.append(PlannedKernel(label=f"{label} recompute", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls))
+        out.append(
+            PlannedKernel(
+                label=f"{label} recompute", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls
+            )
+        )
     if input_grad and trainable:
-        out.append(PlannedKernel(label=f"{label} backward", work=matmul_work(tokens, n_out, n_in, dtype, phase="backward"), calls=calls))
+        out.append(
+            PlannedKernel(
+                label=f"{label} backward",
+                work=matmul_work(tokens, n_out, n_in, dtype, phase="backward"),
+                calls=calls,
+            )
+        )
     elif input_grad:
-        out.append(PlannedKernel(label=f"{label} backward (input gradient)",
-                                 work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-dgrad"), calls=calls))
+        out.append(
+            PlannedKernel(
+                label=f"{label} backward (input gradient)",
+                work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-dgrad"),
+                calls=calls,
+            )
+        )
     elif trainable:
-        out.append(PlannedKernel(label=f"{label} backward (weight gradient)",
-                                 work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-wgrad"), calls=calls))
+        out.append(
+            PlannedKernel(
+                label=f"{label} backward (weight gradient)",
+                work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-wgrad"),
+                calls=calls,
+            )
+        )
 
 
-def _full(out: list[PlannedKernel], label: str, make: object, recompute: bool, calls: float = 1.0,
-          backward: bool = True) -> None:
+def _full(
+    out: list[PlannedKernel],
+    label: str,
+    make: object,
+    recompute: bool,
+    calls: float = 1.0,
+    backward: bool = True,
+) -> None:
     """A non-matmul kernel's forward, its backward, and its forward again when recomputed."""
     build = make  # a callable phase -> KernelWork
     out.append(PlannedKernel(label=f"{label} forward", work=build("forward"), calls=calls))  # type: ignore[operator]
@@ -188,8 +229,14 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
         attn_variant = "math" if act == "fp32" else "flash"  # CPU SDPA: flash-attention CPU kernel for 16-bit
     layer: list[PlannedKernel] = []
     n_impl = _impl(recipe, "norm", on_cpu)
-    _full(layer, "norm", lambda ph: norm_work(tokens, d, res, variant=norm_variant, impl=n_impl, phase=ph), ckpt,
-          calls=2.0, backward=grads)
+    _full(
+        layer,
+        "norm",
+        lambda ph: norm_work(tokens, d, res, variant=norm_variant, impl=n_impl, phase=ph),
+        ckpt,
+        calls=2.0,
+        backward=grads,
+    )
     matrices = [("q_proj", d, q_w), ("k_proj", d, kv_w), ("v_proj", d, kv_w), ("o_proj", q_w, d)]
     if m.gated_mlp:
         matrices += [("gate_proj", d, ffn), ("up_proj", d, ffn), ("down_proj", ffn, d)]
@@ -199,55 +246,176 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
     for name, n_in, n_out in matrices:
         is_mlp = name not in ("q_proj", "k_proj", "v_proj", "o_proj")
         calls = float(experts) if is_mlp else 1.0
-        _matmul(layer, name, tokens, n_in, n_out, mm, trainable=trainable, input_grad=grads, recompute=ckpt, calls=calls)
-        if mm != act and t.precision.startswith("amp") and name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1"):
-            _full(layer, f"{name} input cast", lambda ph, n=n_in: elementwise_work(
-                tokens * n, act, variant="cast", inputs=1, outputs=1, phase=ph, source_dtype=res), ckpt, calls=calls,
-                backward=grads)
+        _matmul(
+            layer,
+            name,
+            tokens,
+            n_in,
+            n_out,
+            mm,
+            trainable=trainable,
+            input_grad=grads,
+            recompute=ckpt,
+            calls=calls,
+        )
+        if (
+            mm != act
+            and t.precision.startswith("amp")
+            and name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1")
+        ):
+            _full(
+                layer,
+                f"{name} input cast",
+                lambda ph, n=n_in: elementwise_work(
+                    tokens * n, act, variant="cast", inputs=1, outputs=1, phase=ph, source_dtype=res
+                ),
+                ckpt,
+                calls=calls,
+                backward=grads,
+            )
     if t.precision.startswith("amp"):
         weights = sum(a * b for _, a, b in matrices)
-        layer.append(PlannedKernel(label="autocast weight casts", work=elementwise_work(
-            _i(weights), act, variant="cast", inputs=1, outputs=1, phase="forward", source_dtype="fp32"),
-            calls=1.0 + (1.0 if ckpt else 0.0)))
+        layer.append(
+            PlannedKernel(
+                label="autocast weight casts",
+                work=elementwise_work(
+                    _i(weights),
+                    act,
+                    variant="cast",
+                    inputs=1,
+                    outputs=1,
+                    phase="forward",
+                    source_dtype="fp32",
+                ),
+                calls=1.0 + (1.0 if ckpt else 0.0),
+            )
+        )
         if trainable:
-            layer.append(PlannedKernel(label="gradient casts to fp32", work=elementwise_work(
-                _i(weights), "fp32", variant="cast", inputs=1, outputs=1, phase="forward", source_dtype=act), calls=1.0))
+            layer.append(
+                PlannedKernel(
+                    label="gradient casts to fp32",
+                    work=elementwise_work(
+                        _i(weights),
+                        "fp32",
+                        variant="cast",
+                        inputs=1,
+                        outputs=1,
+                        phase="forward",
+                        source_dtype=act,
+                    ),
+                    calls=1.0,
+                )
+            )
     if m.num_experts > 1:
-        _matmul(layer, "router", tokens, d, m.num_experts, mm, trainable=trainable, input_grad=grads, recompute=ckpt)
+        _matmul(
+            layer,
+            "router",
+            tokens,
+            d,
+            m.num_experts,
+            mm,
+            trainable=trainable,
+            input_grad=grads,
+            recompute=ckpt,
+        )
     if rotary:
         r_impl = _impl(recipe, "rotary", on_cpu)
-        _full(layer, "rotary", lambda ph: rotary_work(tokens, heads, kv_heads, hd, act, impl=r_impl, phase=ph), ckpt,
-              backward=grads)
+        _full(
+            layer,
+            "rotary",
+            lambda ph: rotary_work(tokens, heads, kv_heads, hd, act, impl=r_impl, phase=ph),
+            ckpt,
+            backward=grads,
+        )
     if kv_heads != heads and attn_variant != "flash":
-        _full(layer, "repeat k/v heads", lambda ph: elementwise_work(
-            _i(2 * tokens * q_w), act, variant="copy", inputs=1, outputs=1, phase=ph), ckpt, backward=grads)
-    _full(layer, "attention", lambda ph: attention_work(batch, heads, seq_local, t.seq_len if par.context_parallel > 1 else seq_local,
-                                                        hd, mm if mm in ("bf16", "fp16") else act, causal=causal,
-                                                        variant=attn_variant, phase=ph), ckpt, backward=grads)
+        _full(
+            layer,
+            "repeat k/v heads",
+            lambda ph: elementwise_work(
+                _i(2 * tokens * q_w), act, variant="copy", inputs=1, outputs=1, phase=ph
+            ),
+            ckpt,
+            backward=grads,
+        )
+    _full(
+        layer,
+        "attention",
+        lambda ph: attention_work(
+            batch,
+            heads,
+            seq_local,
+            t.seq_len if par.context_parallel > 1 else seq_local,
+            hd,
+            mm if mm in ("bf16", "fp16") else act,
+            causal=causal,
+            variant=attn_variant,
+            phase=ph,
+        ),
+        ckpt,
+        backward=grads,
+    )
     e_impl = _impl(recipe, "elementwise", on_cpu)
-    layer.append(PlannedKernel(label="residual add forward", work=elementwise_work(
-        tokens * d, res, variant="add", impl=e_impl, phase="forward"), calls=2.0 * (2.0 if ckpt else 1.0)))
+    layer.append(
+        PlannedKernel(
+            label="residual add forward",
+            work=elementwise_work(tokens * d, res, variant="add", impl=e_impl, phase="forward"),
+            calls=2.0 * (2.0 if ckpt else 1.0),
+        )
+    )
     if grads:
-        layer.append(PlannedKernel(label="residual gradient accumulation", work=elementwise_work(
-            tokens * d, res, variant="add", impl=e_impl, phase="forward"), calls=2.0))
+        layer.append(
+            PlannedKernel(
+                label="residual gradient accumulation",
+                work=elementwise_work(tokens * d, res, variant="add", impl=e_impl, phase="forward"),
+                calls=2.0,
+            )
+        )
     a_impl = _impl(recipe, "activation", on_cpu)
     variant = "swiglu" if m.gated_mlp else "gelu"
-    _full(layer, "activation", lambda ph: activation_work(tokens, ffn, act, variant=variant, impl=a_impl, phase=ph), ckpt,
-          calls=float(experts), backward=grads)
+    _full(
+        layer,
+        "activation",
+        lambda ph: activation_work(tokens, ffn, act, variant=variant, impl=a_impl, phase=ph),
+        ckpt,
+        calls=float(experts),
+        backward=grads,
+    )
     if lora:
         _lora(layer, w, tokens, d, q_w, kv_w, mm, act, ckpt, recipe)
     if t.quantization_bits:
         passes = 2.0 + (1.0 if ckpt else 0.0)
         for name, n_in, n_out in matrices:
-            layer.append(PlannedKernel(label=f"{name} dequantize", work=dequant_work(
-                float(n_in * n_out * (experts if name not in ("q_proj", "k_proj", "v_proj", "o_proj") else 1)),
-                t.quantization_bits, act if act != "fp32" else "bf16"), calls=passes))
+            layer.append(
+                PlannedKernel(
+                    label=f"{name} dequantize",
+                    work=dequant_work(
+                        float(
+                            n_in
+                            * n_out
+                            * (experts if name not in ("q_proj", "k_proj", "v_proj", "o_proj") else 1)
+                        ),
+                        t.quantization_bits,
+                        act if act != "fp32" else "bf16",
+                    ),
+                    calls=passes,
+                )
+            )
     for k in layer:
         out.append(PlannedKernel(label=f"layer {k.label}", work=k.work, calls=k.calls * layers))
 
 
-def _lora(out: list[PlannedKernel], w: Workload, tokens: int, d: int, q_w: int, kv_w: int, mm: str, act: str,
-          ckpt: bool, recipe: FrameworkRecipe) -> None:
+def _lora(
+    out: list[PlannedKernel],
+    w: Workload,
+    tokens: int,
+    d: int,
+    q_w: int,
+    kv_w: int,
+    mm: str,
+    act: str,
+    ckpt: bool,
+    recipe: FrameworkRecipe,
+) -> None:
     """LoRA on `lora_target_modules` matrices per layer (PEFT: q_proj and v_proj by default): A (n_in x r)
     and B (r x n_out) matmuls, the scaling and the add into the base output; both adapters train."""
     r = int(w.training.lora_r or 1)
@@ -256,9 +424,20 @@ def _lora(out: list[PlannedKernel], w: Workload, tokens: int, d: int, q_w: int, 
     _matmul(out, "lora A", tokens, d, r, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
     _matmul(out, "lora B", tokens, r, n_out, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
     if not recipe.lora_fused:
-        _full(out, "lora scale", lambda ph: elementwise_work(tokens * n_out, act, variant="scale", inputs=1, outputs=1,
-                                                             phase=ph), ckpt, calls=calls)
-        _full(out, "lora add", lambda ph: elementwise_work(tokens * n_out, act, variant="add", phase=ph), ckpt, calls=calls)
+        _full(
+            out,
+            "lora scale",
+            lambda ph: elementwise_work(tokens * n_out, act, variant="scale", inputs=1, outputs=1, phase=ph),
+            ckpt,
+            calls=calls,
+        )
+        _full(
+            out,
+            "lora add",
+            lambda ph: elementwise_work(tokens * n_out, act, variant="add", phase=ph),
+            ckpt,
+            calls=calls,
+        )
 
 
 def _loss_chunks(w: Workload, recipe: FrameworkRecipe, tokens: int) -> int:
@@ -269,7 +448,9 @@ def _loss_chunks(w: Workload, recipe: FrameworkRecipe, tokens: int) -> int:
     return LOGIT_CHUNKS["chunked"]
 
 
-def _outside_layers(w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool) -> None:
+def _outside_layers(
+    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+) -> None:
     m, t, par = w.model, w.training, w.parallel
     mm, act, res = _dtypes(w)
     tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)
@@ -280,33 +461,86 @@ def _outside_layers(w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: l
     trainable = not lora and not frozen_all
     grads = not frozen_all
     if vocab:
-        out.append(PlannedKernel(label="embedding forward", work=embedding_work(tokens, vocab, d, res, phase="forward"),
-                                 calls=1.0 / par.pipeline_parallel))
+        out.append(
+            PlannedKernel(
+                label="embedding forward",
+                work=embedding_work(tokens, vocab, d, res, phase="forward"),
+                calls=1.0 / par.pipeline_parallel,
+            )
+        )
         if trainable:
-            out.append(PlannedKernel(label="embedding backward", work=embedding_work(
-                tokens, _i(vocab / par.tensor_parallel), d, res, phase="backward"), calls=1.0 / par.pipeline_parallel))
+            out.append(
+                PlannedKernel(
+                    label="embedding backward",
+                    work=embedding_work(tokens, _i(vocab / par.tensor_parallel), d, res, phase="backward"),
+                    calls=1.0 / par.pipeline_parallel,
+                )
+            )
     n_impl = _impl(recipe, "norm", on_cpu)
-    _full(out, "final norm", lambda ph: norm_work(tokens, d, res, variant=_norm_variant(w, recipe, on_cpu), impl=n_impl,
-                                                  phase=ph), False, calls=1.0 / par.pipeline_parallel, backward=grads)
+    _full(
+        out,
+        "final norm",
+        lambda ph: norm_work(tokens, d, res, variant=_norm_variant(w, recipe, on_cpu), impl=n_impl, phase=ph),
+        False,
+        calls=1.0 / par.pipeline_parallel,
+        backward=grads,
+    )
     if m.arch not in ("decoder", "encoder-decoder") or not vocab:
         return
     v_local = _i(vocab / par.tensor_parallel)
     last = 1.0 / par.pipeline_parallel  # the last stage holds the head
-    _matmul(out, "lm head", tokens, d, v_local, mm, trainable=trainable, input_grad=grads, recompute=False, calls=last)
+    _matmul(
+        out,
+        "lm head",
+        tokens,
+        d,
+        v_local,
+        mm,
+        trainable=trainable,
+        input_grad=grads,
+        recompute=False,
+        calls=last,
+    )
     fused_loss = t.fused_cross_entropy or recipe.loss == "fused-linear"
     logits_dtype = act
     if fused_loss:
-        out.append(PlannedKernel(label="loss (fused linear cross-entropy)", work=loss_work(
-            tokens, v_local, logits_dtype, impl="fused", phase="full"), calls=last))
+        out.append(
+            PlannedKernel(
+                label="loss (fused linear cross-entropy)",
+                work=loss_work(tokens, v_local, logits_dtype, impl="fused", phase="full"),
+                calls=last,
+            )
+        )
         return
     chunks = _loss_chunks(w, recipe, tokens)
     per = _i(tokens / chunks)
-    if logits_dtype != "fp32":  # logits.float() before the loss (Hugging Face ForCausalLMLoss, torchtune, litgpt)
-        _full(out, "logits upcast", lambda ph: elementwise_work(per * v_local, "fp32", variant="cast", inputs=1, outputs=1,
-                                                                phase=ph, source_dtype=logits_dtype), False,
-              calls=last * chunks, backward=grads)
-    _full(out, "loss", lambda ph: loss_work(per, v_local, "fp32", impl="eager", phase=ph), False, calls=last * chunks,
-          backward=grads)
+    if (
+        logits_dtype != "fp32"
+    ):  # logits.float() before the loss (Hugging Face ForCausalLMLoss, torchtune, litgpt)
+        _full(
+            out,
+            "logits upcast",
+            lambda ph: elementwise_work(
+                per * v_local,
+                "fp32",
+                variant="cast",
+                inputs=1,
+                outputs=1,
+                phase=ph,
+                source_dtype=logits_dtype,
+            ),
+            False,
+            calls=last * chunks,
+            backward=grads,
+        )
+    _full(
+        out,
+        "loss",
+        lambda ph: loss_work(per, v_local, "fp32", impl="eager", phase=ph),
+        False,
+        calls=last * chunks,
+        backward=grads,
+    )
 
 
 def _trainable_tensors(w: Workload) -> int:
@@ -315,7 +549,9 @@ def _trainable_tensors(w: Workload) -> int:
     return max(1, int(round(trainable_tensors(w))))
 
 
-def _optimizer(w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool) -> None:
+def _optimizer(
+    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+) -> None:
     t, par = w.training, w.parallel
     if t.optimizer == "none" or p.trainable <= 0:
         return
@@ -330,11 +566,19 @@ def _optimizer(w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[P
     else:
         variant = "sgd-foreach"
     state = "bf16" if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
-    out.append(PlannedKernel(label=f"optimizer step ({variant})", work=optimizer_work(
-        max(1.0, params), _trainable_tensors(w), state, variant=variant), calls=1.0, per_step=True))
+    out.append(
+        PlannedKernel(
+            label=f"optimizer step ({variant})",
+            work=optimizer_work(max(1.0, params), _trainable_tensors(w), state, variant=variant),
+            calls=1.0,
+            per_step=True,
+        )
+    )
 
 
-def _cnn(w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool) -> list[str]:
+def _cnn(
+    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+) -> list[str]:
     """A CNN/MLP as one implicit-GEMM convolution with its FLOPs, plus its batch-norm and elementwise
     traffic over the activations it keeps."""
     m, t = w.model, w.training
@@ -352,27 +596,59 @@ def _cnn(w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[Planned
         width = _i(math.sqrt(max(p.total, 1.0)))
         work = matmul_work(rows, width, width, mm)
         calls = flops_fwd / work.flops if work.flops else 0.0
-        _matmul(out, "mlp layers", rows, width, width, mm, trainable=grads, input_grad=grads, recompute=ckpt, calls=calls)
-        return ["an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known)"]
+        _matmul(
+            out,
+            "mlp layers",
+            rows,
+            width,
+            width,
+            mm,
+            trainable=grads,
+            input_grad=grads,
+            recompute=ckpt,
+            calls=calls,
+        )
+        return [
+            "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known)"
+        ]
     conv = conv_work(b, c_in, c_out, 28, 28, k, mm, phase="forward")
     per_image = calls / b
     out.append(PlannedKernel(label="convolutions forward", work=conv, calls=per_image))
     if ckpt:
         out.append(PlannedKernel(label="convolutions recompute", work=conv, calls=per_image))
     if grads:
-        out.append(PlannedKernel(label="convolutions backward", work=conv_work(b, c_in, c_out, 28, 28, k, mm, phase="backward"),
-                                 calls=per_image))
+        out.append(
+            PlannedKernel(
+                label="convolutions backward",
+                work=conv_work(b, c_in, c_out, 28, 28, k, mm, phase="backward"),
+                calls=per_image,
+            )
+        )
     kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
     if kept_elements >= 1:
         norms = max(1.0, per_image * 2.0)  # one BN per conv (v1.5: ~ 2 per conv work of this size)
         cols = c_out
         rows = _i(kept_elements / norms / cols) if norms else 1
-        _full(out, "batch norm", lambda ph: norm_work(rows, cols, act, variant="batch", impl="eager", phase=ph), ckpt,
-              calls=norms, backward=grads)
-        _full(out, "relu / residual", lambda ph: elementwise_work(rows * cols, act, variant="add", phase=ph), ckpt,
-              calls=norms * CNN_ELEMENTWISE_PER_NORM, backward=grads)
-    return [f"a {m.arch} is costed as {per_image:.0f} convolutions of a representative shape per image "
-            f"({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over its activations"]
+        _full(
+            out,
+            "batch norm",
+            lambda ph: norm_work(rows, cols, act, variant="batch", impl="eager", phase=ph),
+            ckpt,
+            calls=norms,
+            backward=grads,
+        )
+        _full(
+            out,
+            "relu / residual",
+            lambda ph: elementwise_work(rows * cols, act, variant="add", phase=ph),
+            ckpt,
+            calls=norms * CNN_ELEMENTWISE_PER_NORM,
+            backward=grads,
+        )
+    return [
+        f"a {m.arch} is costed as {per_image:.0f} convolutions of a representative shape per image "
+        f"({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over its activations"
+    ]
 
 
 def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
@@ -443,7 +719,9 @@ def price_step(w: Workload, plan: StepPlan, params: object = None) -> StepTime:
         floor_kind[k.work.kind] = floor_kind.get(k.work.kind, 0.0) + lowest * scale
     per_launch = host_seconds_per_launch(w)
     recipe = plan.recipe
-    framework_floor = recipe.host_s_per_micro_batch or (cv.LUDWIG_PER_BATCH_FLOOR_S if w.framework == "ludwig" else 0.0)
+    framework_floor = recipe.host_s_per_micro_batch or (
+        cv.LUDWIG_PER_BATCH_FLOOR_S if w.framework == "ludwig" else 0.0
+    )
     return StepTime(
         device_micro_s=dev[False],
         device_step_s=dev[True],
