@@ -483,3 +483,21 @@ def test_measured_hosts_are_read_from_the_datasets_folder_in_paths(tmp_path: Pat
     monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path / "empty"))
     with pytest.raises(CatalogError, match="no fingerprint for host 'host-x'"):
         get_measured_host("host-x")
+
+
+def test_cpu_is_this_machine_and_says_so_while_a_measured_host_is_the_same_everywhere(monkeypatch):
+    """`cpu` follows the machine (the output says which CPU and whether it was measured); a measured
+    host's id resolves to that host's fingerprint and ceilings on any machine (issue 21 item 6)."""
+    from perfmodel.catalog import hardware
+    from perfmodel.catalog.hardware import get_gpu, gpu_resolution_note
+
+    here = gpu_resolution_note("cpu")
+    assert here and "this machine's CPU (Intel(R) Xeon(R) Processor, 2 cores; ceilings measured" in here
+    fixed = get_gpu("cpu-2c-cba6f5")
+    monkeypatch.setattr(hardware, "local_cpu_facts", lambda: ("AMD EPYC 7B13", 2, 16.0))
+    hardware._describe_local_cpu.cache_clear()
+    other = get_gpu("cpu")
+    assert other.generation == "AMD EPYC 7B13" and not other.measured
+    note = gpu_resolution_note("cpu")
+    assert note and "no measurement of this CPU" in note and "cpu-2c-cba6f5" in note
+    assert get_gpu("cpu-2c-cba6f5") == fixed and fixed.measured and fixed.generation == "Intel(R) Xeon(R) Processor"
