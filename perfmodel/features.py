@@ -16,13 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate
-from perfmodel.analytic.traffic import is_fused
+from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.codec import is_missing, workload_from_row
 from perfmodel.errors import PerfModelError
 from perfmodel.workload import (
     ARCHS,
     ATTENTION_KERNELS,
-    FRAMEWORKS,
     OPTIMIZERS,
     PRECISIONS,
     STRATEGIES,
@@ -73,7 +72,24 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "optimizer_share_of_bound",
     "log_floor_over_bound",
     "torch_compile",
-    "fused_elementwise",
+    "recipe_fused_kinds",
+    "recipe_fuses_norm",
+    "recipe_fuses_activation",
+    "recipe_fuses_rotary",
+    "recipe_fuses_loss",
+    "recipe_native_norm",
+    "recipe_optimizer_fused",
+    "recipe_loss_chunked",
+    "recipe_host_ms_per_micro_batch",
+    "matmul_share_of_bound",
+    "attention_share_of_bound",
+    "norm_share_of_bound",
+    "activation_share_of_bound",
+    "rotary_share_of_bound",
+    "elementwise_share_of_bound",
+    "loss_share_of_bound",
+    "embedding_share_of_bound",
+    "log_launches_per_micro_batch",
 )
 """Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
 
@@ -82,14 +98,17 @@ CATEGORICAL_FEATURES: tuple[str, ...] = (
     "compute_dtype",
     "precision",
     "strategy",
-    "framework",
     "vendor",
     "optimizer",
     "attention_kernel",
 )
-"""Categorical features (LightGBM native categories)."""
+"""Categorical features (LightGBM native categories). The training stack enters only through its
+recipe (the recipe_* features: what it fuses, its optimizer, its loss), never its name, so a stack
+with no training rows is described by what it does (issue 21)."""
 
 FEATURE_NAMES: tuple[str, ...] = NUMERIC_FEATURES + CATEGORICAL_FEATURES
+SHARE_KINDS = ("matmul", "attention", "norm", "activation", "rotary", "elementwise", "loss", "embedding")
+"""Kernel kinds whose share of the analytic step time is a feature (`AnalyticEstimate.kernel_share`)."""
 
 
 def feature_vector(
@@ -97,6 +116,7 @@ def feature_vector(
 ) -> dict[str, Any]:
     """The learned model's inputs for one workload."""
     m, t, par, g = w.model, w.training, w.parallel, w.gpu
+    recipe = recipe_of(w)
     p = est.params
     bound = est.t_bound_s
     busy = max(est.t_compute_s, est.t_memory_s)
@@ -144,13 +164,22 @@ def feature_vector(
         "dequant_share_of_bound": est.t_dequant_s / bound,
         "optimizer_share_of_bound": est.t_optimizer_s / bound,
         "log_floor_over_bound": math.log10(est.t_roofline_s / bound),
-        "torch_compile": float(t.torch_compile),
-        "fused_elementwise": float(is_fused(w)),
+        "torch_compile": float(t.torch_compile or recipe.compile),
+        "recipe_fused_kinds": float(len(recipe.fused)),
+        "recipe_fuses_norm": float(recipe.fuses("norm") or recipe.native_norm),
+        "recipe_fuses_activation": float(recipe.fuses("activation")),
+        "recipe_fuses_rotary": float(recipe.fuses("rotary")),
+        "recipe_fuses_loss": float(recipe.loss == "fused-linear" or t.fused_cross_entropy),
+        "recipe_native_norm": float(recipe.native_norm),
+        "recipe_optimizer_fused": {"for-loop": 0.0, "foreach": 1.0, "fused": 2.0}[recipe.optimizer_impl],
+        "recipe_loss_chunked": float(recipe.loss == "chunked"),
+        "recipe_host_ms_per_micro_batch": recipe.host_s_per_micro_batch * 1e3,
+        **{f"{k}_share_of_bound": est.kernel_share(k) for k in SHARE_KINDS},
+        "log_launches_per_micro_batch": math.log10(max(est.launches_per_micro_batch, 1.0)),
         "arch": m.arch,
         "compute_dtype": t.compute_dtype,
         "precision": t.precision,
         "strategy": par.strategy,
-        "framework": w.framework if w.framework in FRAMEWORKS else "other",
         "vendor": g.vendor,
         "optimizer": t.optimizer,
         "attention_kernel": t.attention_kernel,
@@ -171,7 +200,6 @@ CATEGORY_LEVELS: dict[str, tuple[str, ...]] = {
     "compute_dtype": tuple(dict.fromkeys(TrainingSpec(precision=p).compute_dtype for p in PRECISIONS)),
     "precision": PRECISIONS,
     "strategy": STRATEGIES,
-    "framework": (*FRAMEWORKS, "other"),
     "vendor": ("nvidia", "amd", "intel", "cpu"),  # GPUSpec.vendor
     "optimizer": OPTIMIZERS,
     "attention_kernel": ATTENTION_KERNELS,

@@ -28,9 +28,10 @@ from perfmodel.workload import Workload
 WARNING_PREFIX = "warning: "
 """An assumption of the config's translation that is also a warning (it goes to `warnings` too)."""
 
-ANALYTIC_EFFICIENCY = (0.2, 0.4, 0.6)
-"""(low, typical, high) fraction of the roofline bound reached by real training when no learned
-model is available: 20-60% spans most published LLM training MFUs (LLM Foundry, Megatron-LM)."""
+ANALYTIC_EFFICIENCY = (0.5, 1.0, 1.5)
+"""(low, typical, high) speed of real training relative to the kernel model's step time when no
+learned model (and so no calibrated interval) is available: the kernel model's own estimate, with
+an uncalibrated x0.67-x2 range around it (an assumption, stated in the output)."""
 
 MEMORY_INTERVAL = (0.70, 1.50)
 """Peak-memory interval as multiples of the analytic estimate. Set from the spread of 30 published
@@ -233,8 +234,8 @@ def _step_interval(est: AnalyticEstimate, corr: Correction | None, missing: str)
         step = Interval(estimate=est.t_bound_s / mid, low=est.t_bound_s / hi, high=est.t_bound_s / lo)
         step, moved = floored(step, est.t_roofline_s)
         warnings.append(
-            f"analytic model only ({missing}): assumes {mid:.0%} of the analytic step time's speed, "
-            f"interval {lo:.0%}-{hi:.0%}; the interval is not calibrated"
+            f"analytic model only ({missing}): the kernel model's step time, with an uncalibrated "
+            f"interval of x{1 / hi:.2g}-x{1 / lo:.2g}"
         )
     if moved:
         warnings.append(

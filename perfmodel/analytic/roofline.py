@@ -1,23 +1,22 @@
-"""The analytic step time and the roofline floor under it.
+"""The analytic step time and the roofline floor under it, from the step's kernels.
 
-Kernels of one step run one after another on the device, so each kind is its own term:
+Every kernel of one optimizer step (`perfmodel.analytic.step.plan_step`: the layers' matmuls,
+attention, norms, activations, rotary, residual adds, casts, LoRA adapters, dequantization, the
+loss over the vocabulary, the embedding, the optimizer, by the framework's recipe) costs
+`work / (ceiling x efficiency)` on the accelerator (`perfmodel.kernels.efficiency`), never less
+than its roofline floor. They run one after another on the device, so:
 
-    device per micro-batch = max(matmul FLOPs / peak, matmul weight bytes / bw)
-                             + elementwise bytes / bw + dequantization bytes / bw
+    device per micro-batch = sum of its kernels' times
     micro-batch            = max(device, host launches)     (GPU: the host runs ahead)
                            = device + host launches          (CPU: the same cores do both)
     busy                   = micro-batches x micro-batch + optimizer step
     t_bound                = busy x pipeline bubble + exposed communication
 
-`t_bound` is the baseline the learned model corrects (y = log(t_measured / t_bound)). It is an
-estimate of eager execution at the hardware's peaks, not a guaranteed lower bound: elementwise
-bytes are counted without cache reuse. The guaranteed floor is `t_roofline_s`:
-
-    t_roofline = max(matmul FLOPs / datasheet peak, (weights + optimizer bytes) / datasheet bw)
-                 x bubble + exposed communication
-
-and no prediction is ever faster than it. Measured ceilings (from the hardware fingerprint)
-replace datasheet peaks in `t_bound` where they exist."""
+`t_bound` is the baseline the learned residual corrects (y = log(t_measured / t_bound)): the step
+as its kernels cost at the efficiency the kernel measurements predict for this accelerator's specs.
+The floor is `t_roofline_s`: max(FLOPs / datasheet peak, (weights read by the matmuls + optimizer
+bytes) / datasheet bandwidth) times the bubble, plus exposed communication; no prediction is ever
+faster than it (and no kernel of the plan is priced below its own floor)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from dataclasses import dataclass
 from perfmodel.analytic.comm import CommCost, estimate_comm
 from perfmodel.analytic.flops import StepFlops, compute_step_flops, samples_per_step, tokens_per_sample
 from perfmodel.analytic.memory import MemoryBreakdown, estimate_memory
-from perfmodel.analytic.overhead import host_time_per_micro_batch_s, host_time_per_optimizer_step_s
 from perfmodel.analytic.params import ParamCounts, count_params
+from perfmodel.analytic.step import plan_step, price_step
 from perfmodel.analytic.traffic import StepTraffic, step_traffic
 from perfmodel.workload import Workload
 
@@ -84,6 +83,14 @@ class AnalyticEstimate:
     """The optimizer step (s)."""
     t_host_s: float = 0.0
     """Host time launching the step's kernels (s); hidden behind the device on a GPU while shorter."""
+    kernel_seconds: tuple[tuple[str, float], ...] = ()
+    """(kernel kind, device seconds per optimizer step) from the step plan (perfmodel.analytic.step)."""
+    launches_per_micro_batch: float = 0.0
+    """Kernels one micro-batch launches on one GPU."""
+
+    def kernel_share(self, kind: str) -> float:
+        """A kernel kind's share of the analytic step time."""
+        return dict(self.kernel_seconds).get(kind, 0.0) / self.t_bound_s if self.t_bound_s else 0.0
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -118,27 +125,22 @@ def batch_shape(w: Workload) -> str:
 
 
 def estimate_neural(w: Workload) -> AnalyticEstimate:
-    """The analytic step time of a neural network (transformer, CNN, MLP) and its floor."""
+    """The analytic step time of a neural network (transformer, CNN, MLP) from its kernels, and
+    its floor: every kernel of the step plan (perfmodel.analytic.step) priced on the accelerator."""
     params = count_params(w.model, w.training)
     flops = compute_step_flops(w, params)
-    traffic = step_traffic(w, params)
     comm = estimate_comm(w, params)
     memory = estimate_memory(w, params)
+    plan = plan_step(w, params)
+    st = price_step(w, plan)
     t, par = w.training, w.parallel
     accum = t.grad_accum_steps
     peak, source = compute_ceiling(w)
     bw = memory_ceiling(w)
-    t_compute = flops.hardware_flops_per_gpu / (peak * 1e12)
-    t_matmul = max(t_compute, traffic.matmul_weight_bytes / (bw * 1e9))
-    t_nonmatmul = traffic.nonmatmul_bytes / (bw * 1e9)
-    t_dequant = traffic.dequant_bytes / (bw * 1e9)
-    device_micro = (t_matmul + t_nonmatmul + t_dequant) / accum
-    host_micro = host_time_per_micro_batch_s(w)
-    t_opt_device = traffic.optimizer_bytes / (bw * 1e9)
-    host_opt = host_time_per_optimizer_step_s(w)
     on_cpu = w.gpu.vendor == "cpu"
+    device_micro, host_micro = st.device_micro_s, st.host_micro_s
     micro = device_micro + host_micro if on_cpu else max(device_micro, host_micro)
-    t_optimizer = t_opt_device + host_opt if on_cpu else max(t_opt_device, host_opt)
+    t_optimizer = st.device_step_s + st.host_step_s if on_cpu else max(st.device_step_s, st.host_step_s)
     busy = micro * accum + t_optimizer
     pp = par.pipeline_parallel
     bubble = 1.0 + (pp - 1) / accum if pp > 1 else 1.0
@@ -152,18 +154,26 @@ def estimate_neural(w: Workload) -> AnalyticEstimate:
     exposed_cp = max(0.0, comm.cp_time_s - busy)  # ring attention hides it behind the step's compute
     exposed = exposed_dp + exposed_cp + comm.tp_time_s + comm.pp_time_s
     t_bound = busy * bubble + exposed
+    traffic = step_traffic(w, params)
     datasheet_peak = w.gpu.peak_for(t.compute_dtype) if w.gpu.peak_tflops else peak
     datasheet_bw = float(w.gpu.hbm_bandwidth_gb_per_s or bw)
-    floor_busy = max(
+    floor_busy = max(  # the whole step's roofline: every kernel's own floor is in the step plan's pricing
         flops.hardware_flops_per_gpu / (max(datasheet_peak, peak) * 1e12),
         (traffic.matmul_weight_bytes + traffic.optimizer_bytes) / (max(datasheet_bw, bw) * 1e9),
     )
     t_roofline = floor_busy * bubble + exposed
-    t_host = host_micro * accum + host_opt
+    kinds = st.by_kind_s
+    t_matmul = kinds.get("matmul", 0.0) + kinds.get("conv", 0.0)
+    t_compute = t_matmul + kinds.get("attention", 0.0)
+    t_dequant = kinds.get("dequant", 0.0)
+    t_nonmatmul = sum(v for k, v in kinds.items() if k not in ("matmul", "conv", "attention", "dequant", "optimizer"))
+    t_memory = t_nonmatmul + t_dequant + kinds.get("optimizer", 0.0)
+    t_host = host_micro * accum + st.host_step_s
+    moved = sum(k.work.bytes_moved * k.calls * (1 if k.per_step else accum) for k in plan.kernels)
     terms = {
         "compute": t_compute,
-        "memory": traffic.total_bytes / (bw * 1e9),
-        "host overhead": t_host if (on_cpu or t_host > device_micro * accum + t_opt_device) else 0.0,
+        "memory": t_memory,
+        "host overhead": t_host if (on_cpu or t_host > device_micro * accum + st.device_step_s) else 0.0,
         "communication": exposed,
     }
     bottleneck = max(terms, key=lambda k: terms[k])
@@ -177,14 +187,14 @@ def estimate_neural(w: Workload) -> AnalyticEstimate:
     return AnalyticEstimate(
         params=params,
         flops=flops,
-        bytes_per_gpu=traffic.total_bytes,
+        bytes_per_gpu=moved,
         comm=comm,
         memory=memory,
         peak_tflops=peak,
         peak_source=source,
         mem_bw_gb_per_s=bw,
         t_compute_s=t_compute,
-        t_memory_s=traffic.total_bytes / (bw * 1e9),
+        t_memory_s=t_memory,
         t_comm_s=comm.dp_time_s + comm.tp_time_s + comm.pp_time_s + comm.cp_time_s,
         t_comm_exposed_s=exposed,
         pipeline_bubble=bubble,
@@ -194,11 +204,13 @@ def estimate_neural(w: Workload) -> AnalyticEstimate:
         samples_per_step=samples_per_step(w),
         tokens_per_step=samples_per_step(w) * tokens_per_sample(w) if w.model.is_transformer else None,
         shape=batch_shape(w),
-        notes=tuple(notes),
+        notes=tuple(notes) + plan.notes,
         traffic=traffic,
         t_matmul_s=t_matmul,
         t_nonmatmul_s=t_nonmatmul,
         t_dequant_s=t_dequant,
         t_optimizer_s=t_optimizer,
         t_host_s=t_host,
+        kernel_seconds=tuple(sorted(kinds.items())),
+        launches_per_micro_batch=st.launches_micro,
     )

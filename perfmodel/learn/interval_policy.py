@@ -12,7 +12,7 @@ Recorded in every model's metadata ("interval_policy"):
   * a model family that was never in training gets the larger of that quantile and the one from
     cross-validation holding out whole model families, plus a warning;
   * a query outside the training domain - unseen accelerator vendor or generation, unseen
-    architecture / compute dtype / framework / strategy, or parameters, tokens per micro-batch or
+    architecture / compute dtype / strategy, or parameters, tokens per micro-batch or
     GPU count beyond the training range - gets the half-width times `ood_widening` and a warning.
 
 Pure Python over one `Query` at a time; no numpy, pandas or LightGBM.
@@ -44,7 +44,6 @@ RANGE_TOLERANCE = 0.05
 CATEGORY_CHECKED_FEATURES: dict[str, str] = {
     "arch": "architecture",
     "compute_dtype": "compute dtype",
-    "framework": "software stack",
     "strategy": "parallel strategy",
 }
 """Categorical features whose levels must have been seen in training."""
