@@ -25,18 +25,8 @@ STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
 ATTENTION_KERNELS = ("sdpa", "flash", "eager")
 ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
-FRAMEWORKS = (
-    "hf-eager",
-    "torch-eager",
-    "composer-fsdp",
-    "megatron",
-    "nemo",
-    "torchtitan",
-    "deepspeed",
-    "dle-ngc",
-    "lightgbm",
-    "ludwig",
-)
+FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm",
+              "ludwig")
 """Software-stack families the learned model knows by name (any other framework is 'other').
 `ludwig`: Ludwig's trainer around eager PyTorch (its start-up and per-batch work are measured terms,
 perfmodel/analytic/totals.py startup_s and overhead.framework_floor_per_micro_batch_s)."""
@@ -84,9 +74,7 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.activation_mb_per_sample": FieldRange(0, 1e7),
     # training
     "training.seq_len": FieldRange(1, 1 << 27),
-    "training.micro_batch_size": FieldRange(
-        1, 1_000_000_000
-    ),  # recommenders: 16 M (user, item) pairs per GPU
+    "training.micro_batch_size": FieldRange(1, 1_000_000_000),  # recommenders: 16 M (user, item) pairs per GPU
     "training.grad_accum_steps": FieldRange(1, 1_000_000),
     "training.lora_r": FieldRange(1, 1 << 16),
     "training.lora_target_modules": FieldRange(1, 1_000),
@@ -266,7 +254,8 @@ class ModelSpec:
                 )
         elif self.arch != "gbm" and (self.params_total is None or self.forward_gflops_per_sample is None):
             raise ConfigError(
-                f"model.params_total and model.forward_gflops_per_sample are required for a {self.arch} model"
+                f"model.params_total and model.forward_gflops_per_sample are required for a "
+                f"{self.arch} model"
             )
 
     @property
@@ -348,7 +337,6 @@ class TrainingSpec:
 
     def __post_init__(self) -> None:
         _check_fields(self, "training")
-
     @property
     def is_half(self) -> bool:
         return self.precision in ("bf16", "fp16")
@@ -457,8 +445,8 @@ class GPUSpec:
     sm_count: int = 0
     """Streaming multiprocessors (compute units on AMD)."""
     l2_cache_mb: float = 0.0
-    """On-chip L2 cache in MB (Gaudi: its on-chip SRAM); 0 = unknown (CPUs). The kernel efficiency
-    reads it (perfmodel/kernels/efficiency.py)."""
+    """On-chip L2 cache in MB (Gaudi: its on-chip SRAM); 0 = unknown (CPUs). The kernel-table
+    importers read it (collectors/public/kernels_neusight.py l2_resident)."""
     release_year: int = 0
     """Year of release."""
     aliases: tuple[str, ...] = ()

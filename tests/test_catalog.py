@@ -69,9 +69,7 @@ def test_every_gpu_file_loads_with_sane_units(path: Path) -> None:
     assert 0 < gpu.inter_node_bandwidth_gb_per_s <= 200
     assert 50 <= gpu.tdp_w <= 1_500
     assert 2016 <= gpu.release_year <= 2026
-    assert 1 <= gpu.l2_cache_mb <= 256, (
-        "on-chip L2 (or SRAM) in MB, with its source (the kernel efficiency reads it)"
-    )
+    assert 1 <= gpu.l2_cache_mb <= 256, "on-chip L2 (or SRAM) in MB, with its source: the kernel table reads it"
     assert gpu.generation
     assert gpu.peak_tflops and all(v > 0 for v in gpu.peak_tflops.values())
     assert set(gpu.peak_tflops) <= {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
@@ -419,23 +417,13 @@ def _hf_cache(root: Path, repo_id: str, cfg: dict) -> None:
     (repo / "snapshots" / "abc123" / "config.json").write_text(json.dumps(cfg))
 
 
-def test_hugging_face_ids_resolve_from_the_local_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_hugging_face_ids_resolve_from_the_local_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
-    deberta = {
-        "_name_or_path": "/home/someone/secret-run",
-        "model_type": "deberta-v2",
-        "hidden_size": 768,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 12,
-        "intermediate_size": 3072,
-        "vocab_size": 128100,
-        "hidden_act": "gelu",
-        "max_position_embeddings": 512,
-    }
+    deberta = {"_name_or_path": "/home/someone/secret-run", "model_type": "deberta-v2", "hidden_size": 768,
+               "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 128100,
+               "hidden_act": "gelu", "max_position_embeddings": 512}
     _hf_cache(tmp_path, "microsoft/deberta-v3-base", deberta)
     model = get_model("microsoft/deberta-v3-base")
     assert (model.hidden_size, model.num_layers, model.vocab_size, model.arch) == (768, 12, 128100, "encoder")
@@ -448,23 +436,12 @@ def test_hugging_face_ids_resolve_from_the_local_cache(
 
 def test_hf_config_names_come_from_the_folder_not_the_file(tmp_path: Path) -> None:
     (tmp_path / "my-model").mkdir()
-    _write(
-        tmp_path / "my-model" / "config.json",
-        {
-            "_name_or_path": "/private/path",
-            "model_type": "gpt2",
-            "n_embd": 64,
-            "n_layer": 2,
-            "n_head": 4,
-            "vocab_size": 100,
-        },
-    )
+    _write(tmp_path / "my-model" / "config.json", {"_name_or_path": "/private/path", "model_type": "gpt2",
+                                                   "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100})
     assert get_model(str(tmp_path / "my-model")).name == "my-model"
 
 
-def test_relative_model_paths_resolve_against_the_base_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_relative_model_paths_resolve_against_the_base_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
     (tmp_path / "configs" / "tiny").mkdir(parents=True)
     _write(tmp_path / "configs" / "tiny" / "config.json", cfg)
@@ -479,10 +456,8 @@ def test_relative_model_paths_resolve_against_the_base_dir(
     "text,expected",
     [
         ("{not json", "is not valid JSON"),
-        (
-            '{"model_type": "llama", "hidden_size": "wide", "num_hidden_layers": 2, "num_attention_heads": 4}',
-            "hidden_size must be a whole number",
-        ),
+        ('{"model_type": "llama", "hidden_size": "wide", "num_hidden_layers": 2, "num_attention_heads": 4}',
+         "hidden_size must be a whole number"),
         ('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4}', "has no hidden_size"),
         ("[1, 2]", "must hold a JSON object"),
     ],
@@ -496,9 +471,7 @@ def test_bad_hf_config_json_is_a_one_line_config_error(tmp_path: Path, text: str
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
-def test_measured_hosts_are_read_from_the_datasets_folder_in_paths(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_measured_hosts_are_read_from_the_datasets_folder_in_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from perfmodel.catalog import get_measured_host
 
     raw = tmp_path / "raw"
