@@ -69,6 +69,7 @@ def test_every_gpu_file_loads_with_sane_units(path: Path) -> None:
     assert 0 < gpu.inter_node_bandwidth_gb_per_s <= 200
     assert 50 <= gpu.tdp_w <= 1_500
     assert 2016 <= gpu.release_year <= 2026
+    assert 1 <= gpu.l2_cache_mb <= 256, "on-chip L2 (or SRAM) in MB, with its source: the kernel table reads it"
     assert gpu.generation
     assert gpu.peak_tflops and all(v > 0 for v in gpu.peak_tflops.values())
     assert set(gpu.peak_tflops) <= {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
@@ -77,7 +78,7 @@ def test_every_gpu_file_loads_with_sane_units(path: Path) -> None:
 @pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.stem)
 def test_every_gpu_file_cites_its_peaks_and_bandwidth(path: Path) -> None:
     sources = _raw(path).get("sources") or {}
-    for field in ("peak_tflops", "hbm_bandwidth_gb_per_s"):
+    for field in ("peak_tflops", "hbm_bandwidth_gb_per_s", "l2_cache_mb"):
         assert isinstance(sources.get(field), str) and len(sources[field]) > 10, (
             f"{path.name}: no source for {field}"
         )
