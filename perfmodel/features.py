@@ -90,6 +90,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "loss_share_of_bound",
     "embedding_share_of_bound",
     "log_launches_per_micro_batch",
+    "log_l2_cache_mb",
 )
 """Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
 
@@ -176,6 +177,7 @@ def feature_vector(
         "recipe_host_ms_per_micro_batch": recipe.host_s_per_micro_batch * 1e3,
         **{f"{k}_share_of_bound": est.kernel_share(k) for k in SHARE_KINDS},
         "log_launches_per_micro_batch": math.log10(max(est.launches_per_micro_batch, 1.0)),
+        "log_l2_cache_mb": math.log10(max(g.l2_cache_mb, 0.01)),
         "arch": m.arch,
         "compute_dtype": t.compute_dtype,
         "precision": t.precision,
@@ -259,7 +261,7 @@ def categorize(frame: Any) -> Any:
     return frame
 
 
-def rows_to_training_data(table: Any) -> tuple[Any, Any, Any, dict[str, int]]:
+def rows_to_training_data(table: Any, efficiency: Any = None) -> tuple[Any, Any, Any, dict[str, int]]:
     """From the feature table to (X, y, kept_table, skipped_reasons).
 
     y = log(measured step time / analytic bound). Only rows with status 'ok' and a positive
@@ -284,7 +286,7 @@ def rows_to_training_data(table: Any) -> tuple[Any, Any, Any, dict[str, int]]:
             continue
         try:
             w = workload_from_row(row)
-            est = estimate(w)
+            est = estimate(w, efficiency)
         except (PerfModelError, ZeroDivisionError, ValueError) as exc:
             reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
             skipped[reason] = skipped.get(reason, 0) + 1

@@ -7,6 +7,8 @@ neural networks (`roofline.estimate_neural`) and gradient-boosted trees (`gbm.es
 
 from __future__ import annotations
 
+from typing import Any
+
 from perfmodel.analytic.memory import MemoryBreakdown
 from perfmodel.analytic.roofline import AnalyticEstimate
 from perfmodel.workload import Workload
@@ -14,15 +16,17 @@ from perfmodel.workload import Workload
 __all__ = ["AnalyticEstimate", "estimate", "peak_memory"]
 
 
-def estimate(w: Workload) -> AnalyticEstimate:
-    """Run the workload's cost model: the roofline bound of one step and everything behind it."""
+def estimate(w: Workload, efficiency: Any = None) -> AnalyticEstimate:
+    """Run the workload's cost model: the step time from its kernels and everything behind it.
+    `efficiency`: kernel efficiency parameters (perfmodel.kernels.efficiency; None: the shipped
+    ones), e.g. refitted without an accelerator's kernel data in an evaluation fold."""
     if w.model.arch == "gbm":
         from perfmodel.analytic.gbm import estimate_gbm
 
         return estimate_gbm(w)
     from perfmodel.analytic.roofline import estimate_neural
 
-    return estimate_neural(w)
+    return estimate_neural(w, efficiency)
 
 
 def peak_memory(w: Workload) -> MemoryBreakdown:

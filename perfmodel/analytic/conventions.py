@@ -312,6 +312,26 @@ GBM_HISTOGRAM_BYTES_PER_BIN = 16
 GBM_NUM_LEAVES = 32
 """Histograms kept per leaf: LightGBM num_leaves default 31 (rounded to 32)."""
 
+
+def gbm_visits_per_round(num_leaves: float = GBM_NUM_LEAVES) -> float:
+    """Histogram visits of each cell in one round: leaf-wise growth builds the smaller child's
+    histogram at each split and subtracts for the larger (LightGBM's histogram subtraction), so
+    each level of the tree visits at most half the rows: ~log2(leaves) / 2 visits per cell."""
+    import math
+
+    return max(1.0, math.log2(max(num_leaves, 2.0)) / 2.0)
+
+GBM_SECONDS_PER_CELL_VISIT = 6.5e-9
+"""Thread-seconds to add one (row, feature) cell to a histogram: LightGBM's own benchmark, Higgs
+(10.5 M rows x 28 dense features, num_leaves 255, 500 rounds, 16 threads on 2x E5-2670 v3) in 238.5 s
+(microsoft/LightGBM@01a8c0a9 docs/Experiments.rst, "Speed"): 0.477 s per round over 294 M cells is
+26 thread-ns per cell, over ~4 histogram visits per cell and round at 255 leaves
+(GBM_VISITS_PER_ROUND) = 6.5 thread-ns per visit."""
+
+GBM_DEFAULT_HOST_THREADS = 8
+"""Host threads LightGBM uses when the workload's device is not a CPU (a GPU host's CPU is not in the
+workload): an assumption."""
+
 GBM_HOST_OVERHEAD_GB = 0.2
 """LightGBM process and Python interpreter resident memory besides the data (GB). An assumption."""
 

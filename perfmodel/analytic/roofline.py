@@ -21,6 +21,7 @@ faster than it (and no kernel of the plan is priced below its own floor)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from perfmodel.analytic.comm import CommCost, estimate_comm
 from perfmodel.analytic.flops import StepFlops, compute_step_flops, samples_per_step, tokens_per_sample
@@ -124,7 +125,7 @@ def batch_shape(w: Workload) -> str:
     return shape
 
 
-def estimate_neural(w: Workload) -> AnalyticEstimate:
+def estimate_neural(w: Workload, efficiency: Any = None) -> AnalyticEstimate:
     """The analytic step time of a neural network (transformer, CNN, MLP) from its kernels, and
     its floor: every kernel of the step plan (perfmodel.analytic.step) priced on the accelerator."""
     params = count_params(w.model, w.training)
@@ -132,7 +133,7 @@ def estimate_neural(w: Workload) -> AnalyticEstimate:
     comm = estimate_comm(w, params)
     memory = estimate_memory(w, params)
     plan = plan_step(w, params)
-    st = price_step(w, plan)
+    st = price_step(w, plan, efficiency)
     t, par = w.training, w.parallel
     accum = t.grad_accum_steps
     peak, source = compute_ceiling(w)

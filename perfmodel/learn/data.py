@@ -34,6 +34,9 @@ class TrainingData:
     """The trainable rows of `table`, aligned with X and y."""
     skipped: dict[str, int]
     """Rows not trainable, counted by reason."""
+    kernel_table: Any = None
+    """The kernel table (datasets/kernels/, perfmodel.kernels.table) the accelerator-never-seen
+    folds refit the kernel model on; None when there is none."""
 
 
 def file_sha256(path: Path) -> str:
@@ -52,6 +55,15 @@ def dataset_hash(path: Path, file_hash: str) -> str:
         if text and len(text[0]) == 64 and all(c in "0123456789abcdef" for c in text[0].lower()):
             return text[0].lower()
     return file_hash
+
+
+def _kernel_table() -> Any:
+    try:
+        from perfmodel.kernels.table import load_kernel_table
+
+        return load_kernel_table()
+    except (DataError, ImportError):
+        return None
 
 
 def load_training_data(features_path: str | Path | None = None) -> TrainingData:
@@ -77,6 +89,7 @@ def load_training_data(features_path: str | Path | None = None) -> TrainingData:
         )
     raw = file_sha256(path)
     return TrainingData(
+        kernel_table=_kernel_table(),
         path=path,
         sha256=dataset_hash(path, raw),
         file_sha256=raw,

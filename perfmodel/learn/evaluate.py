@@ -114,6 +114,35 @@ def single_node_mask(X: Any) -> Any:
     return np.asarray(X["num_nodes"].astype(float) <= 1, dtype=bool)
 
 
+def eager_single_gpu_mask(X: Any) -> Any:
+    """Rows of eager jobs on one GPU (no fused kernels, not compiled): where most users are."""
+    import numpy as np
+
+    return np.asarray(
+        (X["num_gpus"].astype(float) <= 1)
+        & (X["recipe_fused_kinds"].astype(float) == 0)
+        & (X["torch_compile"].astype(float) == 0),
+        dtype=bool,
+    )
+
+
+def framework_groups(kept: Any) -> Any:
+    """Each row's training stack as its recipe key (aliases folded: composer-fsdp -> composer)."""
+    import numpy as np
+
+    from perfmodel.catalog.frameworks import find_recipe
+
+    names = []
+    for value in kept["framework"]:
+        recipe = find_recipe(str(value))
+        names.append(recipe.name if recipe is not None else str(value))
+    return np.asarray(names)
+
+
+MIN_FRAMEWORK_RUNS = 5
+"""Runs a framework needs to be held out as a fold of leave-one-framework-out."""
+
+
 def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list[tuple[Any, Any, str]]:
     """(train_idx, test_idx, label) for each outer fold of `split`."""
     import numpy as np
@@ -127,9 +156,9 @@ def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list
             raise DataError(f"random split needs at least 2 runs, got {len(np.unique(runs))}")
         kf = GroupKFold(n_splits=k, shuffle=True, random_state=config.seed)
         return [(tr, te, f"fold{i}") for i, (tr, te) in enumerate(kf.split(np.zeros(n), groups=runs))]
+    if split in ("loso", "unseen_gpu") and X is None:
+        raise DataError(f"{SPLITS[split]} needs the feature frame")
     if split == "loso":
-        if X is None:
-            raise DataError("leave-one-source-out needs the feature frame")
         sources = np.asarray([str(s) for s in kept[CALIBRATION_COLUMN]])
         single = single_node_mask(X)
         folds = []
@@ -138,6 +167,27 @@ def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list
             folds.append((np.flatnonzero(~held), np.flatnonzero(held & single), source))
         if len(set(sources)) < 2 or not folds:
             raise DataError("leave-one-source-out needs at least 2 sources and single-node rows")
+        return folds
+    if split == "unseen_gpu":
+        gpus = np.asarray([str(g) for g in kept[GROUP_COLUMN]])
+        eager = eager_single_gpu_mask(X)
+        folds = []
+        for gpu in sorted(set(gpus[eager])):
+            held = gpus == gpu
+            folds.append((np.flatnonzero(~held), np.flatnonzero(held & eager), gpu))
+        if len(set(gpus)) < 2 or not folds:
+            raise DataError("accelerator never seen needs at least 2 accelerators and eager single-GPU rows")
+        return folds
+    if split == "lofw":
+        names = framework_groups(kept)
+        weights = run_weights(kept)
+        folds = []
+        for name in sorted(set(names)):
+            held = names == name
+            if weights[held].sum() >= MIN_FRAMEWORK_RUNS and (~held).any():
+                folds.append((np.flatnonzero(~held), np.flatnonzero(held), name))
+        if not folds:
+            raise DataError("leave-one-framework-out needs at least 2 frameworks with runs")
         return folds
     column = {"loho": GROUP_COLUMN, "lofo": FAMILY_COLUMN}.get(split)
     if column is None:
@@ -150,11 +200,46 @@ def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list
     return [(tr, te, str(groups[te][0])) for tr, te in LeaveOneGroupOut().split(np.zeros(n), groups=groups)]
 
 
-def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, config: EvalConfig) -> Any:
-    """Fit everything on the training rows; predictions, half-widths and warnings on the test rows."""
+def without_accelerator(kept: Any, gpu: str, kernel_table: Any) -> tuple[Any, Any]:
+    """(X, y) of every row of `kept` with the kernel efficiency refitted without `gpu`'s kernel rows
+    and with `gpu`'s measured matmul ceilings taken out of its spec (they are kernel data too): what
+    the model knows of an accelerator it has never seen is its datasheet."""
+    import dataclasses
+
+    from perfmodel.catalog import get_gpu, use_extra_gpus
+    from perfmodel.features import rows_to_training_data
+    from perfmodel.kernels.fitting import fit_efficiency_table
+
+    params = fit_efficiency_table(kernel_table, exclude_gpus=(gpu,)).params
+    stripped = dataclasses.replace(get_gpu(gpu), measured={}) if gpu != "cpu" else None
+    with use_extra_gpus([stripped] if stripped is not None else []):
+        X, y, again, _ = rows_to_training_data(kept, efficiency=params)
+    if len(again) != len(kept):
+        raise DataError(f"refitting the kernel model without {gpu} lost {len(kept) - len(again)} rows")
+    return X, y
+
+
+def _needs_refit(gpu: str, kernel_table: Any) -> bool:
+    """True when `gpu` has kernel rows or measured ceilings that an unseen accelerator must not have."""
+    from perfmodel.catalog import get_gpu
+
+    if kernel_table is None or gpu == "cpu":
+        return False
+    in_table = bool((kernel_table["gpu"].astype(str) == gpu).any())
+    return in_table or bool(get_gpu(gpu).measured)
+
+
+def predict_fold(
+    X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, config: EvalConfig, refit_gpu: str | None = None,
+    kernel_table: Any = None,
+) -> Any:
+    """Fit everything on the training rows; predictions, half-widths and warnings on the test rows.
+    `refit_gpu`: first refit the kernel model without that accelerator (`without_accelerator`)."""
     import numpy as np
     import pandas as pd
 
+    if refit_gpu is not None:
+        X, y = without_accelerator(kept, refit_gpu, kernel_table)
     X_tr, y_tr, kept_tr = X.iloc[train_idx], y[train_idx], kept.iloc[train_idx]
     X_te, y_te, kept_te = X.iloc[test_idx], y[test_idx], kept.iloc[test_idx]
     families = [str(f) for f in kept_te[FAMILY_COLUMN]]
@@ -171,6 +256,7 @@ def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, confi
     pred = np.asarray(point(X_te), dtype=float)
     queries = queries_for_rows(X_te, kept_te[GROUP_COLUMN], families)
     checks = [policy.check(q) for q in queries]
+    weights = run_weights(kept_te)
     out = pd.DataFrame(
         {
             "row": np.asarray(test_idx),
@@ -178,13 +264,14 @@ def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, confi
             "pred_model": pred,
             "pred_const": float(np.median(y_tr)),
             "pred_bound": 0.0,
+            "pred_oracle": float(np.quantile(y_te, 0.5, weights=weights, method="inverted_cdf")),
             "widened": [c.widen for c in checks],
             "new_family": [c.new_family for c in checks],
             "n_warnings": [len(c.warnings) for c in checks],
             "gpu": [q.gpu for q in queries],
             "source": [str(s) for s in kept_te["source"]],
             "model_family": families,
-            "weight": run_weights(kept_te),
+            "weight": weights,
         }
     )
     from perfmodel.learn.regimes import regime_frame
@@ -198,12 +285,14 @@ def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, confi
 
 
 def run_splits(
-    splits: tuple[str, ...], X: Any, y: Any, kept: Any, config: EvalConfig, progress: Progress | None = None
+    splits: tuple[str, ...], X: Any, y: Any, kept: Any, config: EvalConfig, progress: Progress | None = None,
+    kernel_table: Any = None,
 ) -> tuple[list[Any], dict[str, str]]:
     """Out-of-fold predictions of every split (one frame per split) and the splits skipped.
     All folds of all splits are fitted on `config.n_jobs` worker *processes* (joblib's loky):
     concurrent LightGBM fits in threads of one process are not safe (they crashed the
-    interpreter here; LightGBM's docs warn against simultaneous jobs in one process)."""
+    interpreter here; LightGBM's docs warn against simultaneous jobs in one process).
+    Folds of `unseen_gpu` refit the kernel model without their accelerator (`kernel_table`)."""
     import pandas as pd
     from joblib import Parallel, delayed
 
@@ -214,19 +303,28 @@ def run_splits(
         except DataError as exc:
             skipped[split] = str(exc)
             continue
-        tasks += [(split, i, len(folds), tr, te, label) for i, (tr, te, label) in enumerate(folds)]
+        for i, (tr, te, label) in enumerate(folds):
+            refit = label if split == "unseen_gpu" and _needs_refit(label, kernel_table) else None
+            tasks.append((split, i, len(folds), tr, te, label, refit))
+    if "unseen_gpu" in splits and kernel_table is None:
+        skipped["unseen_gpu (kernel refit)"] = "no kernel table: accelerators keep their kernel data in these folds"
     backend = "loky" if config.n_jobs > 1 else "sequential"
+    order = sorted(range(len(tasks)), key=lambda i: tasks[i][6] is None)  # refits (slowest) first
     results = Parallel(n_jobs=config.n_jobs, backend=backend, return_as="generator")(
-        delayed(predict_fold)(X, y, kept, tr, te, config) for _, _, _, tr, te, _ in tasks
+        delayed(predict_fold)(X, y, kept, tasks[i][3], tasks[i][4], config, tasks[i][6],
+                              kernel_table if tasks[i][6] else None)
+        for i in order
     )
-    parts = []
-    for done, (part, (split, i, n, _, te, label)) in enumerate(zip(results, tasks, strict=True), start=1):
+    parts: dict[int, Any] = {}
+    for done, (part, i) in enumerate(zip(results, order, strict=True), start=1):
+        split, k, n, _, te, label, refit = tasks[i]
         part.insert(0, "fold", label)
         part.insert(0, "split", split)
-        parts.append(part)
+        parts[i] = part
         if progress:
-            progress(f"[{done}/{len(tasks)}] {SPLITS[split]}: fold {i + 1}/{n} ({label}, {len(te)} rows)")
-    by_split = [[p for p, t in zip(parts, tasks, strict=True) if t[0] == split] for split in splits]
+            extra = ", kernel model refitted without it" if refit else ""
+            progress(f"[{done}/{len(tasks)}] {SPLITS[split]}: fold {k + 1}/{n} ({label}, {len(te)} rows{extra})")
+    by_split = [[parts[i] for i in range(len(tasks)) if tasks[i][0] == split] for split in splits]
     return [pd.concat(ps, ignore_index=True) for ps in by_split if ps], skipped
 
 
@@ -234,7 +332,8 @@ def run_splits(
 
 
 def evaluate_all(
-    X: Any, y: Any, kept: Any, config: EvalConfig | None = None, progress: Progress | None = None
+    X: Any, y: Any, kept: Any, config: EvalConfig | None = None, progress: Progress | None = None,
+    kernel_table: Any = None,
 ) -> Evaluation:
     """Run every split of the protocol and tabulate the results."""
     import numpy as np
@@ -242,7 +341,7 @@ def evaluate_all(
 
     config = config or EvalConfig()
     y = np.asarray(y, dtype=float)
-    parts, skipped = run_splits(config.splits, X, y, kept, config, progress)
+    parts, skipped = run_splits(config.splits, X, y, kept, config, progress, kernel_table)
     if not parts:
         raise DataError("no evaluation split could run: " + "; ".join(skipped.values()))
     return _tabulate(pd.concat(parts, ignore_index=True), skipped)
@@ -293,4 +392,4 @@ def evaluate_features(
         if progress:
             progress(f"training without {holdout[0]}={holdout[1]}")
         return evaluate_holdout(data.X, data.y, data.kept, holdout[0], holdout[1], config)
-    return evaluate_all(data.X, data.y, data.kept, config, progress)
+    return evaluate_all(data.X, data.y, data.kept, config, progress, data.kernel_table)

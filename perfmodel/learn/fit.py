@@ -13,7 +13,7 @@ from perfmodel.learn.conformal import CALIBRATION_LEVELS, GroupedCalibration, ca
 from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
 from perfmodel.learn.metadata import Conformal, ModelMetadata, MondrianCells, Residuals, TrainingDomain
 from perfmodel.learn.model_files import METADATA_FORMAT
-from perfmodel.learn.regressor import LGBMConfig
+from perfmodel.learn.regressor import LGBMConfig, evidence_of
 from perfmodel.learn.shipped import LearnedModel
 
 GROUP_COLUMN = "gpu"
@@ -139,7 +139,7 @@ def build_metadata(
         format=METADATA_FORMAT,
         version="unregistered",
         kind="learned",
-        target="log(measured step time / roofline bound)",
+        target="log(measured step time / kernel-model step time), shrunk toward 0 away from measured runs",
         trained_rows=int(len(y)),
         feature_names=tuple(FEATURE_NAMES),
         categorical_features=tuple(CATEGORICAL_FEATURES),
@@ -164,6 +164,7 @@ def build_metadata(
             f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
         domain=training_domain(X, kept),
+        evidence=evidence_of(X, run_weights(kept), config.shrink_runs),
     )
 
 

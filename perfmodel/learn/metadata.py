@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.learn import model_files
+from perfmodel.learn.evidence import Evidence
 from perfmodel.learn.model_files import METADATA_FILE, METADATA_FORMAT, ModelFileError
 
 
@@ -222,6 +223,9 @@ class ModelMetadata:
     """Half-width factor for out-of-domain queries (None: the code's default)."""
     interval_policy: str = ""
     """The interval policy, in words."""
+    evidence: Evidence | None = None
+    """The training runs as evidence cells: the residual is shrunk where few are near a query
+    (`perfmodel.learn.evidence`); None: never shrunk (models before issue 21)."""
     dataset_sha256: str | None = None
     """Hash of the feature table trained on."""
     schema_version: str | None = None
@@ -286,6 +290,7 @@ class ModelMetadata:
             hyperparameters=dict(data.get("hyperparameters") or {}),
             ood_widening=_optional(data, "ood_widening", float),
             interval_policy=str(data.get("interval_policy", "")),
+            evidence=None if data.get("evidence") is None else Evidence.from_json(data["evidence"]),
             extra={k: v for k, v in data.items() if k not in known},
             **provenance,
         )
@@ -309,6 +314,8 @@ class ModelMetadata:
             "interval_policy": self.interval_policy,
             "domain": self.domain.to_json(),
         }
+        if self.evidence is not None:
+            out["evidence"] = self.evidence.to_json()
         for key in _PROVENANCE:
             value = getattr(self, key)
             if value is not None:

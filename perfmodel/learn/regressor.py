@@ -22,6 +22,17 @@ from typing import Any
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from perfmodel.learn.devices import MIN_ROWS_PER_DEVICE_CLASS, cpu_rows, join_model_texts, predict_by_device
+from perfmodel.learn.evidence import Evidence
+
+
+def evidence_of(X: Any, weights: Any, shrink_runs: float) -> Evidence | None:
+    """The evidence cells of a feature frame (one vote per run), or None when shrinking is off."""
+    if shrink_runs <= 0:
+        return None
+    import numpy as np
+
+    w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=float)
+    return Evidence(cells=Evidence.from_rows(X.to_dict("records"), list(w)).cells, shrink_runs=shrink_runs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +61,9 @@ class LGBMConfig:
     """Below this many rows, no validation split: all `n_estimators` rounds are used."""
     seed: int = 0
     """Seed of the validation split and of LightGBM's bagging."""
+    shrink_runs: float = 10.0
+    """Measured runs near a query at which its residual is trusted half (perfmodel.learn.evidence);
+    0: never shrunk."""
     num_threads: int = 1
     """LightGBM threads per fit. One: on a few thousand rows a second OpenMP thread costs more
     than it gains (0.23 s vs 1.1-3.2 s per fit measured on a loaded 2-core machine); cores are
@@ -142,6 +156,7 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         y = np.asarray(y, dtype=float)
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
         cpu = cpu_rows(X)
+        self.evidence_ = evidence_of(X, w, config.shrink_runs)
         self.cpu_booster_ = None
         if cpu.sum() >= MIN_ROWS_PER_DEVICE_CLASS and (~cpu).sum() >= MIN_ROWS_PER_DEVICE_CLASS:
             self.booster_ = fit_booster(X[~cpu], y[~cpu], config, None if w is None else w[~cpu])
@@ -152,7 +167,14 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X: Any) -> Any:
-        return predict_by_device(self.booster_, self.cpu_booster_, _as_frame(X))
+        """The boosters' log ratio, shrunk toward zero where few measured runs are near (evidence)."""
+        import numpy as np
+
+        X = _as_frame(X)
+        raw = predict_by_device(self.booster_, self.cpu_booster_, X)
+        if self.evidence_ is None:
+            return raw
+        return raw * np.asarray(self.evidence_.shrink(X.to_dict("records")), dtype=float)
 
     def model_text(self) -> str:
         """Both boosters as one stored model text (`join_model_texts`)."""

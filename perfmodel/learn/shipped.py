@@ -225,8 +225,18 @@ class LearnedModel:
 
     def _corrections(self, pred: Any, queries: Sequence[Query], confidence: float) -> list[Correction]:
         out = []
-        for value, query in zip(pred, queries, strict=True):
+        evidence = self.metadata.evidence
+        shrink = evidence.shrink([q.features for q in queries]) if evidence is not None else [1.0] * len(queries)
+        for raw, query, s in zip(pred, queries, shrink, strict=True):
+            value = float(raw) * s
             half, warnings = self.policy.interval(query, confidence)
+            if s < 0.5:
+                near = s * evidence.shrink_runs / (1.0 - s) if evidence is not None else 0.0
+                warnings = (
+                    f"few measured runs like this one ({near:.0f} on similar accelerators, scale and stack): the "
+                    f"learned correction is trusted {s:.0%}, the kernel model carries the estimate",
+                    *warnings,
+                )
             out.append(
                 Correction(
                     log_ratio=float(value),

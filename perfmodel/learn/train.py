@@ -121,6 +121,7 @@ class _SpreadMeter:
                 config=self.config,
                 seed0_pct=self.seed0_pct,
                 progress=self.say,
+                kernel_table=d.kernel_table,
             )
         return self.measured.range_pct
 
@@ -131,7 +132,7 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     from perfmodel.schema import SCHEMA_VERSION
 
     t0 = time.perf_counter()
-    evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say)
+    evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say, kernel_table=data.kernel_table)
     say("fitting and calibrating the model on every row")
     model, calibration = fit_learned_model(
         data.X, data.y, data.kept, config=config.lgbm, max_splits=config.final_max_splits

@@ -1,0 +1,114 @@
+"""How much measured evidence stands near a query, and how far the learned residual is trusted there.
+
+The learned residual corrects the kernel model where measured runs like the query exist. Far from
+them (another kind of accelerator, another kind of stack, another scale), a residual learned on
+other hardware or tuned frameworks transfers badly (issue 21: it made the tail worse on an H200 it
+had barely seen), so it is shrunk toward zero - the kernel model alone - and the interval, which is
+calibrated on the shrunk predictor's held-out errors, carries the uncertainty instead:
+
+    y_hat = s * booster(x),   s = n / (n + SHRINK_RUNS)
+
+where n is the number of measured runs (one vote per run) in the training data that share the
+query's device class (vendor), scale (1 device / 1 node / multi-node), kind of stack (eager or
+fused/compiled), kind of model (transformer, CNN, other), and whose accelerator is within
+`SPEC_WINDOW_LOG10` decades of the query's in peak FLOP/s and in memory bandwidth. The accelerator
+enters only through its specs, never its name.
+
+Training runs are kept as cells (the exact-match key plus rounded specs, with their run counts) so
+the shipped metadata stays small. Pure Python over rows; numpy only to count many queries at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SHRINK_RUNS = 10.0
+"""Measured runs near a query at which its residual is trusted half (s = 0.5). Fixed before any
+evaluation (not tuned on a split)."""
+SPEC_WINDOW_LOG10 = 0.16
+"""How far (decades, x1.45) an accelerator's peak FLOP/s and bandwidth may be from the query's for its
+runs to count as evidence: H100 SXM for an H200 (same peaks, 1.43x the bandwidth), not a V100."""
+SPEC_ROUND = 0.02
+"""Rounding (decades) of the specs stored in the cells."""
+TRANSFORMER_ARCHS = ("decoder", "encoder", "encoder-decoder")
+
+
+def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:
+    value = row.get(name, default)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(value) else value
+
+
+def evidence_key(row: Mapping[str, Any]) -> str:
+    """The exact-match part of a feature row: vendor | scale | stack | model kind."""
+    gpus, nodes = _num(row, "num_gpus", 1.0), _num(row, "num_nodes", 1.0)
+    scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
+    eager = _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
+    arch = str(row.get("arch"))
+    kind = "transformer" if arch in TRANSFORMER_ARCHS else ("cnn" if arch == "cnn" else "other")
+    return "|".join((str(row.get("vendor")), scale, "eager" if eager else "fused", kind))
+
+
+def _specs(row: Mapping[str, Any]) -> tuple[float, float]:
+    return _num(row, "log_peak_tflops"), _num(row, "log_hbm_bandwidth_gb_per_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    """The training runs as cells: (key, log10 peak, log10 bandwidth, runs)."""
+
+    cells: tuple[tuple[str, float, float, float], ...]
+    shrink_runs: float = SHRINK_RUNS
+    window_log10: float = SPEC_WINDOW_LOG10
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]], weights: Sequence[float]) -> Evidence:
+        cells: dict[tuple[str, float, float], float] = {}
+        for row, w in zip(rows, weights, strict=True):
+            peak, bw = _specs(row)
+            key = (evidence_key(row), round(round(peak / SPEC_ROUND) * SPEC_ROUND, 4),
+                   round(round(bw / SPEC_ROUND) * SPEC_ROUND, 4))  # fmt: skip
+            cells[key] = cells.get(key, 0.0) + float(w)
+        return cls(cells=tuple((k, p, b, round(n, 4)) for (k, p, b), n in sorted(cells.items())))
+
+    def runs_near(self, row: Mapping[str, Any]) -> float:
+        """Measured runs near one feature row."""
+        key, (peak, bw) = evidence_key(row), _specs(row)
+        return sum(
+            n
+            for k, p, b, n in self.cells
+            if k == key and abs(p - peak) <= self.window_log10 + 1e-9 and abs(b - bw) <= self.window_log10 + 1e-9
+        )
+
+    def shrink(self, rows: Sequence[Mapping[str, Any]]) -> list[float]:
+        """s = n / (n + shrink_runs) for each feature row."""
+        out = []
+        memo: dict[tuple[str, float, float], float] = {}
+        for row in rows:
+            k = (evidence_key(row), *_specs(row))
+            if k not in memo:
+                n = self.runs_near(row)
+                memo[k] = n / (n + self.shrink_runs) if self.shrink_runs > 0 else 1.0
+            out.append(memo[k])
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shrink_runs": self.shrink_runs,
+            "window_log10": self.window_log10,
+            "cells": [list(c) for c in self.cells],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        return cls(
+            cells=tuple((str(k), float(p), float(b), float(n)) for k, p, b, n in data["cells"]),
+            shrink_runs=float(data.get("shrink_runs", SHRINK_RUNS)),
+            window_log10=float(data.get("window_log10", SPEC_WINDOW_LOG10)),
+        )
