@@ -53,7 +53,7 @@ evaluate: install
 	$(BIN)/perfmodel evaluate
 
 ui: install  ## MLflow UI on the embedded store: one worker on 127.0.0.1:5000, no job runners, telemetry off
-	@echo "MLflow UI, model-training view: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
+	@echo "MLflow UI, the perfmodel experiment's runs: $$(MLFLOW_TRACKING_URI=sqlite:///mlflow.db $(BIN)/python -c 'from perfmodel.tracking import experiment_url; print(experiment_url())' 2>/dev/null || echo http://127.0.0.1:5000)"
 	MLFLOW_DISABLE_TELEMETRY=$${MLFLOW_DISABLE_TELEMETRY:-true} MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
 		$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --default-artifact-root ./mlartifacts \
 		--host 127.0.0.1 --port 5000 --workers 1

@@ -43,6 +43,13 @@ class TrackingError(PerfModelError, RuntimeError):
     """The tracking store cannot be reached or refused an operation."""
 
 
+def experiment_url(uri: str | None = None, host: str = "http://127.0.0.1:5000") -> str:
+    """The MLflow UI page of this project's experiment runs table (`make ui` prints it): the
+    experiment's id from the store at `uri`, creating the experiment when the store has none yet."""
+    tracker = MlflowTracker(uri)
+    return f"{host}/#/experiments/{tracker.experiment_id()}/runs"
+
+
 def default_tracking_uri() -> str:
     """`MLFLOW_TRACKING_URI` if set, else SQLite in the project root."""
     from perfmodel.paths import tracking_uri
@@ -168,6 +175,7 @@ class Tracker(Protocol):
     def log_metrics(self, metrics: Mapping[str, float]) -> None: ...
     def set_tags(self, tags: Mapping[str, Any]) -> None: ...
     def log_artifact(self, path: Path, subdir: str | None = None) -> None: ...
+    def log_table(self, frame: Any, artifact_file: str) -> None: ...
     def log_dataset(self, dataset: DatasetInput) -> None: ...
     def log_model(self, model_dir: Path, *, register: bool, input_example: Any = None) -> str | None: ...
     def set_version_tags(self, version: str, tags: Mapping[str, Any]) -> None: ...
@@ -304,6 +312,11 @@ class MlflowTracker:
 
     def log_artifact(self, path: Path, subdir: str | None = None) -> None:
         self.client.log_artifact(self._require_run(), str(path), artifact_path=subdir)
+
+    def log_table(self, frame: Any, artifact_file: str) -> None:
+        """A DataFrame as an MLflow table artifact (`MlflowClient.log_table`: the run page and the
+        compare page show it as a table, and `mlflow.load_table` reads it back across runs)."""
+        self.client.log_table(self._require_run(), data=frame, artifact_file=artifact_file)
 
     def log_dataset(self, dataset: DatasetInput) -> None:
         """Log the table as the run's training dataset (the runs table's Dataset column)."""

@@ -128,6 +128,10 @@ class MemoryTracker:
         name = f"{subdir}/{path.name}" if subdir else path.name
         self._run().artifacts[name] = path.read_bytes()
 
+    def log_table(self, frame: Any, artifact_file: str) -> None:
+        self._maybe_fail("log_table")
+        self._run().artifacts[artifact_file] = frame.to_json(orient="split").encode()
+
     def log_dataset(self, dataset: DatasetInput) -> None:
         self._maybe_fail("log_dataset")
         self._run().datasets.append(dataset)

@@ -204,7 +204,8 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
     m, t, par = w.model, w.training, w.parallel
     mm, act, res = _dtypes(w)
     tp = par.tensor_parallel
-    tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)
+    tokens_mm = _i(t.micro_batch_size * t.seq_len / par.context_parallel)  # a matmul sees the whole sequence shard
+    tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)  # sequence-parallel regions: split over TP too
     d = int(m.hidden_size or 1)
     hd = int(round(m.head_width))
     heads = _i((m.num_heads or 1) / tp)
@@ -249,7 +250,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
         _matmul(
             layer,
             name,
-            tokens,
+            tokens_mm,
             n_in,
             n_out,
             mm,
@@ -259,15 +260,14 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
             calls=calls,
         )
         if (
-            mm != act
-            and t.precision.startswith("amp")
+            t.precision.startswith("amp")
             and name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1")
         ):
             _full(
                 layer,
                 f"{name} input cast",
                 lambda ph, n=n_in: elementwise_work(
-                    tokens * n, act, variant="cast", inputs=1, outputs=1, phase=ph, source_dtype=res
+                    tokens_mm * n, act, variant="cast", inputs=1, outputs=1, phase=ph, source_dtype=res
                 ),
                 ckpt,
                 calls=calls,
@@ -310,7 +310,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
         _matmul(
             layer,
             "router",
-            tokens,
+            tokens_mm,
             d,
             m.num_experts,
             mm,
@@ -323,7 +323,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
         _full(
             layer,
             "rotary",
-            lambda ph: rotary_work(tokens, heads, kv_heads, hd, act, impl=r_impl, phase=ph),
+            lambda ph: rotary_work(tokens_mm, heads, kv_heads, hd, act, impl=r_impl, phase=ph),
             ckpt,
             backward=grads,
         )
@@ -332,7 +332,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
             layer,
             "repeat k/v heads",
             lambda ph: elementwise_work(
-                _i(2 * tokens * q_w), act, variant="copy", inputs=1, outputs=1, phase=ph
+                _i(2 * tokens_mm * q_w), act, variant="copy", inputs=1, outputs=1, phase=ph
             ),
             ckpt,
             backward=grads,
@@ -375,13 +375,13 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
     _full(
         layer,
         "activation",
-        lambda ph: activation_work(tokens, ffn, act, variant=variant, impl=a_impl, phase=ph),
+        lambda ph: activation_work(tokens_mm, ffn, act, variant=variant, impl=a_impl, phase=ph),
         ckpt,
         calls=float(experts),
         backward=grads,
     )
     if lora:
-        _lora(layer, w, tokens, d, q_w, kv_w, mm, act, ckpt, recipe)
+        _lora(layer, w, tokens_mm, d, q_w, kv_w, mm, act, ckpt, recipe)
     if t.quantization_bits:
         passes = 2.0 + (1.0 if ckpt else 0.0)
         for name, n_in, n_out in matrices:
@@ -453,7 +453,8 @@ def _outside_layers(
 ) -> None:
     m, t, par = w.model, w.training, w.parallel
     mm, act, res = _dtypes(w)
-    tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)
+    tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)  # sequence-parallel: embedding, norm
+    tokens_mm = _i(t.micro_batch_size * t.seq_len / par.context_parallel)  # the head and loss: whole shard
     d = int(m.hidden_size or 1)
     vocab = int(m.vocab_size or 0)
     lora = bool(t.lora_r)
@@ -492,7 +493,7 @@ def _outside_layers(
     _matmul(
         out,
         "lm head",
-        tokens,
+        tokens_mm,
         d,
         v_local,
         mm,
@@ -507,13 +508,13 @@ def _outside_layers(
         out.append(
             PlannedKernel(
                 label="loss (fused linear cross-entropy)",
-                work=loss_work(tokens, v_local, logits_dtype, impl="fused", phase="full"),
+                work=loss_work(tokens_mm, v_local, logits_dtype, impl="fused", phase="full"),
                 calls=last,
             )
         )
         return
-    chunks = _loss_chunks(w, recipe, tokens)
-    per = _i(tokens / chunks)
+    chunks = _loss_chunks(w, recipe, tokens_mm)
+    per = _i(tokens_mm / chunks)
     if (
         logits_dtype != "fp32"
     ):  # logits.float() before the loss (Hugging Face ForCausalLMLoss, torchtune, litgpt)

@@ -272,6 +272,7 @@ def predict_fold(
             "source": [str(s) for s in kept_te["source"]],
             "model_family": families,
             "weight": weights,
+            "bound_s": np.power(10.0, X_te["log_bound_s"].astype(float).to_numpy()),
         }
     )
     from perfmodel.learn.regimes import regime_frame

@@ -31,7 +31,7 @@ evaluation (not tuned on a split)."""
 SPEC_WINDOW_LOG10 = 0.16
 """How far (decades, x1.45) an accelerator's peak FLOP/s and bandwidth may be from the query's for its
 runs to count as evidence: H100 SXM for an H200 (same peaks, 1.43x the bandwidth), not a V100."""
-SPEC_ROUND = 0.02
+SPEC_ROUND = 0.001
 """Rounding (decades) of the specs stored in the cells."""
 TRANSFORMER_ARCHS = ("decoder", "encoder", "encoder-decoder")
 

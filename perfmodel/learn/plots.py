@@ -18,35 +18,54 @@ def _plt() -> Any:
     return plt
 
 
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+    "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+    "#756bb1", "#636363", "#a55194", "#6b6ecf", "#b5cf6b", "#e7ba52",
+)  # fmt: skip
+"""Colours a group (source, GPU) is drawn in."""
+
+
+def colour_of(name: str) -> str:
+    """The one colour `name` gets in every plot of every run (a hash of the name, not its rank among
+    the groups present), so plots of two runs side by side in MLflow compare group by group."""
+    import hashlib
+
+    return PALETTE[int(hashlib.sha256(str(name).encode()).hexdigest()[:8], 16) % len(PALETTE)]
+
+
 def plot_predicted_vs_measured(
     predictions: Any, path: Path, split: str = HEADLINE_SPLIT, colour_by: str | None = None
 ) -> Path:
-    """Predicted vs measured step time relative to the bound (log-log), one colour per held-out
-    group: the source when sources are held out, else the GPU (`colour_by` overrides)."""
+    """Predicted vs measured step time in seconds (log-log), one colour per held-out group (the
+    source when sources are held out, else the GPU; `colour_by` overrides), each group in the same
+    colour in every run (`colour_of`)."""
     import numpy as np
 
     plt = _plt()
     part = predictions[predictions["split"] == split]
     key = colour_by or ("source" if split == "loso" and "source" in part else "gpu")
     groups = sorted(part[key].astype(str).unique()) if len(part) else []
-    colours = plt.get_cmap("tab20" if len(groups) > 10 else "tab10")
+    bound = part["bound_s"].to_numpy(dtype=float) if "bound_s" in part else np.ones(len(part))
+    measured = bound * np.exp(part["y"].to_numpy(dtype=float))
+    predicted = bound * np.exp(part["pred_model"].to_numpy(dtype=float))
     fig, ax = plt.subplots(figsize=(7, 6.5))
-    for i, group in enumerate(groups):
-        sub = part[part[key].astype(str) == group]
-        ax.scatter(
-            np.exp(sub["y"]), np.exp(sub["pred_model"]), s=7, alpha=0.55, color=colours(i % 20), label=group
-        )
+    labels = part[key].astype(str).to_numpy()
+    for group in groups:
+        sel = labels == group
+        ax.scatter(measured[sel], predicted[sel], s=7, alpha=0.55, color=colour_of(group), label=group)
     if len(part):
-        lo = float(np.exp(min(part["y"].min(), part["pred_model"].min()))) * 0.9
-        hi = float(np.exp(max(part["y"].max(), part["pred_model"].max()))) * 1.1
+        lo = float(min(measured.min(), predicted.min())) * 0.8
+        hi = float(max(measured.max(), predicted.max())) * 1.25
         ax.plot([lo, hi], [lo, hi], "k-", lw=1)
-        for f in (0.9, 1.1):
+        for f in (0.8, 1.25):
             ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("measured step time / roofline bound")
-    ax.set_ylabel("predicted step time / roofline bound")
-    ax.set_title(f"{SPLITS.get(split, split)}\npredicted vs measured, by {key} (dotted: +/-10%)", fontsize=10)
+    ax.set_xlabel("measured step time (s)")
+    ax.set_ylabel("predicted step time (s)")
+    ax.set_title(f"{SPLITS.get(split, split)}\npredicted vs measured step time, by {key} (dotted: x0.8, x1.25)",
+                 fontsize=10)  # fmt: skip
     if groups:
         ax.legend(fontsize=6, ncol=1 if key == "source" else 2, loc="upper left", markerscale=1.5)
     fig.tight_layout()

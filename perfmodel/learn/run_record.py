@@ -107,6 +107,20 @@ def dataset_input(data: TrainingData) -> DatasetInput:
     )
 
 
+def mlflow_tables(evaluation: Evaluation, kernel_heldout: Any = None) -> dict[str, Any]:
+    """The tables every run logs with `mlflow.log_table` (artifact file -> DataFrame), the same files
+    in every run so the compare page lines them up: per split the errors, coverage and width of every
+    method; per split and regime the same; and, when given, the kernel-level errors with each
+    accelerator held out."""
+    summary = evaluation.summary.copy()
+    tables = {"tables/evaluation_by_split.json": summary.round(3)}
+    if evaluation.regimes is not None and len(evaluation.regimes):
+        tables["tables/evaluation_by_split_and_regime.json"] = evaluation.regimes.round(3)
+    if kernel_heldout is not None and len(kernel_heldout):
+        tables["tables/kernels_accelerator_held_out.json"] = kernel_heldout
+    return tables
+
+
 def write_artifacts(evaluation: Evaluation, booster: Any, out: Path) -> list[Path]:
     """Plots and evaluation tables into `out` (logged at the run's artifact root, so the MLflow
     compare page finds the same files in every run)."""
@@ -116,6 +130,9 @@ def write_artifacts(evaluation: Evaluation, booster: Any, out: Path) -> list[Pat
     out.mkdir(parents=True, exist_ok=True)
     paths = [
         plots.plot_predicted_vs_measured(evaluation.predictions, out / "predicted_vs_measured.png"),
+        plots.plot_predicted_vs_measured(
+            evaluation.predictions, out / "predicted_vs_measured_unseen_gpu.png", split="unseen_gpu"
+        ),
         plots.plot_residuals_by_hardware(evaluation.predictions, out / "residuals_by_hardware.png"),
         plots.plot_coverage(evaluation.summary, out / "coverage.png"),
         plots.plot_feature_importance(booster, out / "feature_importance.png"),

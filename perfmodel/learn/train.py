@@ -94,6 +94,8 @@ class _Fitted:
     """How its calibration folds were formed."""
     metrics: dict[str, float]
     train_seconds: float
+    kernel_heldout: Any = None
+    """Kernel-level errors with each accelerator held out (perfmodel.kernels), when measured."""
 
 
 class _SpreadMeter:
@@ -213,6 +215,8 @@ def _log_run(
         tracker.log_dataset(run_record.dataset_input(data))
         for path in artifacts:
             tracker.log_artifact(path)
+        for name, frame in run_record.mlflow_tables(fitted.evaluation, fitted.kernel_heldout).items():
+            tracker.log_table(frame, name)
         version = tracker.log_model(
             local / "model", register=register, input_example=input_example(data.kept)
         )

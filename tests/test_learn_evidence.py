@@ -1,0 +1,74 @@
+"""Shrinking the learned residual by the measured evidence near a query (perfmodel.learn.evidence):
+a synthetic test where the truth is known, and the rule's edges."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.learn.evidence import SPEC_WINDOW_LOG10, Evidence, evidence_key
+
+
+def _row(vendor="nvidia", gpus=1, nodes=1, fused=0, compile_=0, arch="decoder", peak=989.0, bw=3350.0):
+    return {"vendor": vendor, "num_gpus": gpus, "num_nodes": nodes, "recipe_fused_kinds": fused,
+            "torch_compile": compile_, "arch": arch, "log_peak_tflops": math.log10(peak),
+            "log_hbm_bandwidth_gb_per_s": math.log10(bw)}  # fmt: skip
+
+
+def test_no_evidence_means_no_residual_and_much_evidence_means_all_of_it():
+    none = Evidence.from_rows([], [])
+    assert none.shrink([_row()]) == [0.0]
+    many = Evidence.from_rows([_row()] * 1000, [1.0] * 1000)
+    assert many.shrink([_row()])[0] == pytest.approx(1000 / 1010)
+    ten = Evidence.from_rows([_row()] * 20, [0.5] * 20)  # 20 rows of 10 runs
+    assert ten.shrink([_row()])[0] == pytest.approx(0.5)
+
+
+def test_evidence_counts_only_runs_like_the_query():
+    h100 = _row(peak=989, bw=3350)
+    ev = Evidence.from_rows([h100] * 30, [1.0] * 30)
+    h200 = _row(peak=989, bw=4800)  # same peaks, 1.43x the bandwidth: within the window
+    assert math.log10(4800 / 3350) <= SPEC_WINDOW_LOG10
+    assert ev.runs_near(h200) == 30
+    assert ev.runs_near(_row(peak=125, bw=900)) == 0  # a V100
+    assert ev.runs_near(_row(gpus=8)) == 0  # another scale
+    assert ev.runs_near(_row(fused=4)) == 0  # another kind of stack
+    assert ev.runs_near(_row(arch="cnn")) == 0
+    assert ev.runs_near(_row(vendor="amd")) == 0
+    assert evidence_key(_row(gpus=8, nodes=2)) == "nvidia|multi-node|eager|transformer"
+
+
+def test_round_trips_through_json():
+    ev = Evidence.from_rows([_row(), _row(bw=2039)], [1.0, 0.5])
+    assert Evidence.from_json(ev.to_json()) == ev
+
+
+def test_a_regressor_fitted_far_from_the_query_leaves_the_kernel_model_alone():
+    """Synthetic truth: on the training accelerator y = 0.5 (the kernel model is 1.65x too fast
+    there); the booster learns it, and predicts it at full weight near its rows but not for an
+    accelerator whose specs no training run shares."""
+    from perfmodel.features import FEATURE_NAMES, categorize
+    from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(400):
+        r = {name: 0.0 for name in FEATURE_NAMES}
+        r.update(_row(), log_params_total=rng.uniform(7, 10), precision="bf16", compute_dtype="bf16", strategy="ddp",
+                 optimizer="adamw", attention_kernel="sdpa")  # fmt: skip
+        rows.append(r)
+    X = categorize(pd.DataFrame(rows, columns=list(FEATURE_NAMES)))
+    y = np.full(len(X), 0.5)
+    reg = LGBMRatioRegressor(LGBMConfig(n_estimators=50, shrink_runs=10.0)).fit(X, y)
+    near = reg.predict(X.iloc[:5])
+    far_rows = X.iloc[:5].copy()
+    far_rows["log_peak_tflops"] = math.log10(125.0)
+    far_rows["log_hbm_bandwidth_gb_per_s"] = math.log10(900.0)
+    far = reg.predict(far_rows)
+    assert near == pytest.approx(0.5 * 400 / 410, abs=0.02)
+    assert far == pytest.approx(0.0, abs=1e-12)
+    unshrunk = LGBMRatioRegressor(LGBMConfig(n_estimators=50, shrink_runs=0.0)).fit(X, y).predict(far_rows)
+    assert unshrunk == pytest.approx(0.5, abs=0.02)

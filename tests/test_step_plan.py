@@ -1,0 +1,107 @@
+"""The step plan (perfmodel.analytic.step): which kernels one training step runs, checked against
+the FLOP convention, the recipes and the parts of a layer, independent of any efficiency."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from perfmodel.analytic.params import count_params
+from perfmodel.analytic.step import plan_step
+from perfmodel.catalog import get_gpu, get_model
+from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
+
+
+def _w(model: str = "llama2-7b", gpu: str = "A100-80GB", framework: str = "hf-eager", **training) -> Workload:
+    kw = {"seq_len": 512, "micro_batch_size": 4, "precision": "bf16", "tokens": 1e6, **training}
+    return Workload(model=get_model(model), training=TrainingSpec(**kw), gpu=get_gpu(gpu),
+                    parallel=ParallelSpec(num_gpus=1), framework=framework)  # fmt: skip
+
+
+def _by(plan, text: str) -> list:
+    return [k for k in plan.kernels if text in k.label]
+
+
+def test_matmul_flops_of_full_training_are_six_n_per_token():
+    """Forward 2N, input gradient 2N, weight gradient 2N per token for every matmul weight
+    (conventions.py: 6 * N_matmul), attention apart."""
+    w = _w()
+    plan = plan_step(w)
+    tokens = 4 * 512
+    n = count_params(w.model, w.training).matmul_active
+    assert plan.flops("matmul") == pytest.approx(6 * n * tokens, rel=1e-4)  # N counts the norms too
+
+
+def test_lora_freezes_the_base_so_its_matmuls_skip_the_weight_gradient():
+    """4N per token for the frozen base (PEFT LoRA); the adapters' own matmuls are tiny."""
+    w = _w(lora_r=16)
+    plan = plan_step(w)
+    n = count_params(w.model, w.training).matmul_active
+    base = sum(k.work.flops * k.calls for k in plan.kernels if k.work.kind == "matmul" and "lora" not in k.label)
+    assert base == pytest.approx(4 * n * 4 * 512, rel=1e-4)
+    lora = sum(k.work.flops * k.calls for k in plan.kernels if "lora" in k.label and k.work.kind == "matmul")
+    assert 0 < lora < 0.01 * base
+    assert not [k for k in plan.kernels if "embedding backward" in k.label]  # a frozen table gets no gradient
+
+
+def test_checkpointing_runs_each_layers_forward_once_more():
+    plain, ckpt = plan_step(_w()), plan_step(_w(activation_checkpointing=True))
+    layers = 32
+    recompute = sum(k.work.flops * k.calls for k in ckpt.kernels if "recompute" in k.label and k.work.kind == "matmul")
+    forward = sum(k.work.flops * k.calls for k in plain.kernels if "layer" in k.label and "forward" in k.label
+                  and k.work.kind == "matmul")  # fmt: skip
+    assert recompute == pytest.approx(forward, rel=1e-9) and layers > 0
+
+
+def test_a_recipe_decides_which_kinds_run_fused_and_fewer_launches_follow():
+    eager, liger = plan_step(_w()), plan_step(_w(framework="liger"))
+    assert {k.work.impl for k in _by(eager, "layer norm")} == {"eager"}
+    assert {k.work.impl for k in _by(liger, "layer norm")} == {"fused"}
+    assert {k.work.impl for k in _by(liger, "layer rotary")} == {"fused"}
+    assert _by(liger, "fused linear cross-entropy") and not _by(liger, "logits upcast")
+    assert liger.launches(per_step=False) < 0.7 * eager.launches(per_step=False)
+
+
+def test_torch_nn_rmsnorm_is_one_kernel_on_a_gpu_and_op_by_op_on_a_cpu():
+    gpu = {k.work.variant for k in _by(plan_step(_w(framework="torch-eager")), "layer norm")}
+    cpu = {k.work.variant for k in _by(plan_step(_w(framework="torch-eager", gpu="cpu-2c-cba6f5", model="gpt2")),
+                                        "layer norm")}  # fmt: skip
+    assert gpu == {"rms-torch"}
+    assert cpu == {"layer"}  # GPT-2 has LayerNorm; a Llama on a CPU:
+    tiny = dataclasses.replace(get_model("llama3.2-1b"))
+    w = Workload(model=tiny, training=TrainingSpec(seq_len=64, micro_batch_size=1, precision="fp32", tokens=1e4),
+                 gpu=get_gpu("cpu-2c-cba6f5"), parallel=ParallelSpec(num_gpus=1), framework="torch-eager")  # fmt: skip
+    assert {k.work.variant for k in _by(plan_step(w), "layer norm")} == {"rms"}
+
+
+def test_autocast_adds_casts_of_matmul_inputs_weights_and_gradients():
+    amp = plan_step(_w(precision="amp_bf16"))
+    assert _by(amp, "input cast") and _by(amp, "autocast weight casts") and _by(amp, "gradient casts")
+    assert [k.label for k in _by(plan_step(_w()), "cast")] == ["logits upcast forward", "logits upcast backward"]
+
+
+def test_qlora_dequantizes_every_base_matrix_in_forward_and_backward():
+    q = plan_step(_w(lora_r=16, quantization_bits=4))
+    deq = _by(q, "dequantize")
+    assert len(deq) == 7  # q, k, v, o, gate, up, down
+    weights = sum(k.work.shape[0] for k in deq) * 32
+    n_blocks = count_params(get_model("llama2-7b")).blocks
+    assert weights == pytest.approx(n_blocks, rel=0.01)  # every block matrix, not norms or the head
+    assert {k.calls for k in deq} == {2.0 * 32}  # forward and backward (input gradient), 32 layers
+
+
+def test_the_optimizer_step_is_per_step_and_uses_the_recipes_implementation():
+    hf = [k for k in plan_step(_w()).kernels if k.per_step]
+    eager = [k for k in plan_step(_w(framework="torch-eager")).kernels if k.per_step]
+    assert [k.work.variant for k in hf] == ["adamw-fused"] and [k.work.variant for k in eager] == ["adamw-foreach"]
+    cpu = [k for k in plan_step(_w(framework="hf-eager", gpu="cpu-2c-cba6f5", model="gpt2", precision="fp32")).kernels
+           if k.per_step]  # fmt: skip
+    assert [k.work.variant for k in cpu] == ["adamw-forloop"]  # PyTorch's CPU default
+
+
+def test_tensor_parallelism_splits_the_layer_widths():
+    one = plan_step(_w())
+    w = dataclasses.replace(_w(), parallel=ParallelSpec(num_gpus=2, tensor_parallel=2))
+    two = plan_step(w)
+    assert two.flops("matmul") == pytest.approx(one.flops("matmul") / 2, rel=0.01)
