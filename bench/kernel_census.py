@@ -57,6 +57,9 @@ FREE_OPS = {
 }
 GATHER_OPS = {"nll_loss_forward": 0, "embedding": 0, "index_select": 0}
 """Ops that read only the rows they gather from their first input (the output's size), not all of it."""
+SHAPE_ONLY_ARGS = {"nll_loss_backward": ("self",)}
+"""Tensor arguments an op takes for their shape only (nll_loss_backward zero-fills and scatters into a
+gradient shaped like `self`; the CUDA kernel never reads it)."""
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -102,7 +105,13 @@ class Census(TorchDispatchMode):
         outs = [
             t for t in outs if id(t) not in seen and not any(t.data_ptr() == w.data_ptr() for w in written)
         ]
-        read = sum(_span_bytes(t) for t in ins)
+        unread = {
+            id(t)
+            for a, v in zip(func._schema.arguments, args, strict=False)
+            if a.name in SHAPE_ONLY_ARGS.get(name, ())
+            for t in _tensors(v)
+        }
+        read = sum(_span_bytes(t) for t in ins if id(t) not in unread)
         if name in GATHER_OPS:  # reads only the gathered rows of its first input
             read += sum(_span_bytes(t) for t in _tensors(out)[:1]) - _span_bytes(ins[0])
         self.kernels += 1
