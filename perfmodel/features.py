@@ -15,7 +15,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from perfmodel.analytic import AnalyticEstimate, estimate
+from perfmodel.analytic import AnalyticEstimate, estimate_many
+from perfmodel.analytic.step import plan_step
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.codec import is_missing, workload_from_row
 from perfmodel.errors import PerfModelError
@@ -264,7 +265,8 @@ def categorize(frame: Any) -> Any:
 def rows_to_training_data(table: Any, efficiency: Any = None) -> tuple[Any, Any, Any, dict[str, int]]:
     """From the feature table to (X, y, kept_table, skipped_reasons).
 
-    y = log(measured step time / analytic bound). Only rows with status 'ok' and a positive
+    y = log(measured step time / kernel-model step time) (`efficiency`: the kernel efficiency
+    parameters, default the shipped ones). Only rows with status 'ok' and a positive
     step time are used; rows that cannot be turned into a workload (a dimension the cost model
     needs is empty, a value out of range, an unknown accelerator) are skipped and counted by
     reason, e.g. "DataError: a decoder row needs 'seq_len' and it is empty".
@@ -272,10 +274,13 @@ def rows_to_training_data(table: Any, efficiency: Any = None) -> tuple[Any, Any,
     import numpy as np
     import pandas as pd
 
-    items = []
-    targets = []
-    keep = []
     skipped: dict[str, int] = {}
+
+    def skip(exc: Exception) -> None:
+        reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    candidates = []  # (index, row, workload, step plan) of rows whose kernels can be planned
     for idx, row in enumerate(table.to_dict("records")):
         if str(row.get("status")) != "ok":
             skipped["status not ok"] = skipped.get("status not ok", 0) + 1
@@ -286,14 +291,17 @@ def rows_to_training_data(table: Any, efficiency: Any = None) -> tuple[Any, Any,
             continue
         try:
             w = workload_from_row(row)
-            est = estimate(w, efficiency)
+            plan = plan_step(w) if w.model.arch != "gbm" else None
         except (PerfModelError, ZeroDivisionError, ValueError) as exc:
-            reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
-            skipped[reason] = skipped.get(reason, 0) + 1
+            skip(exc)
             continue
+        candidates.append((idx, row, w, plan))
+    estimates = estimate_many([c[2] for c in candidates], efficiency, plans=[c[3] for c in candidates])
+    items, targets, keep = [], [], []
+    for (idx, row, w, _), est in zip(candidates, estimates, strict=True):
         opt = row.get("includes_optimizer_step")
         items.append((w, est, True if is_missing(opt) else bool(opt)))
-        targets.append(math.log(float(step) / est.t_bound_s))
+        targets.append(math.log(float(row["step_time_s"]) / est.t_bound_s))
         keep.append(idx)
     X = feature_frame(items) if items else pd.DataFrame(columns=list(FEATURE_NAMES))
     y = np.asarray(targets, dtype=float)

@@ -13,7 +13,7 @@ from perfmodel.analytic.memory import MemoryBreakdown
 from perfmodel.analytic.roofline import AnalyticEstimate
 from perfmodel.workload import Workload
 
-__all__ = ["AnalyticEstimate", "estimate", "peak_memory"]
+__all__ = ["AnalyticEstimate", "estimate", "estimate_many", "peak_memory"]
 
 
 def estimate(w: Workload, efficiency: Any = None) -> AnalyticEstimate:
@@ -27,6 +27,27 @@ def estimate(w: Workload, efficiency: Any = None) -> AnalyticEstimate:
     from perfmodel.analytic.roofline import estimate_neural
 
     return estimate_neural(w, efficiency)
+
+
+def estimate_many(
+    workloads: list[Workload], efficiency: Any = None, plans: list[Any] | None = None
+) -> list[AnalyticEstimate]:
+    """`estimate` of many workloads, their kernels priced in one vectorised pass per accelerator
+    (the same numbers as `estimate` one by one; building the training data uses it). `plans`: their
+    step plans when already made (None for boosted trees)."""
+    from perfmodel.analytic.roofline import estimate_neural
+    from perfmodel.analytic.step import plan_step, price_many
+
+    neural = [i for i, w in enumerate(workloads) if w.model.arch != "gbm"]
+    plans = [plans[i] if plans is not None and plans[i] is not None else plan_step(workloads[i]) for i in neural]
+    priced = price_many([(workloads[i], p) for i, p in zip(neural, plans, strict=True)], efficiency)
+    out: list[AnalyticEstimate | None] = [None] * len(workloads)
+    for i, plan, st in zip(neural, plans, priced, strict=True):
+        out[i] = estimate_neural(workloads[i], efficiency, plan=plan, priced=st)
+    for i, w in enumerate(workloads):
+        if out[i] is None:
+            out[i] = estimate(w, efficiency)
+    return [e for e in out if e is not None]
 
 
 def peak_memory(w: Workload) -> MemoryBreakdown:

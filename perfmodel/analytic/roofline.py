@@ -27,7 +27,7 @@ from perfmodel.analytic.comm import CommCost, estimate_comm
 from perfmodel.analytic.flops import StepFlops, compute_step_flops, samples_per_step, tokens_per_sample
 from perfmodel.analytic.memory import MemoryBreakdown, estimate_memory
 from perfmodel.analytic.params import ParamCounts, count_params
-from perfmodel.analytic.step import plan_step, price_step
+from perfmodel.analytic.step import StepPlan, StepTime, plan_step, price_step
 from perfmodel.analytic.traffic import StepTraffic, step_traffic
 from perfmodel.workload import Workload
 
@@ -125,15 +125,18 @@ def batch_shape(w: Workload) -> str:
     return shape
 
 
-def estimate_neural(w: Workload, efficiency: Any = None) -> AnalyticEstimate:
+def estimate_neural(
+    w: Workload, efficiency: Any = None, *, plan: StepPlan | None = None, priced: StepTime | None = None
+) -> AnalyticEstimate:
     """The analytic step time of a neural network (transformer, CNN, MLP) from its kernels, and
-    its floor: every kernel of the step plan (perfmodel.analytic.step) priced on the accelerator."""
+    its floor: every kernel of the step plan (perfmodel.analytic.step) priced on the accelerator
+    (`plan` and `priced`: already computed, e.g. by `perfmodel.analytic.estimate_many`)."""
     params = count_params(w.model, w.training)
     flops = compute_step_flops(w, params)
     comm = estimate_comm(w, params)
     memory = estimate_memory(w, params)
-    plan = plan_step(w, params)
-    st = price_step(w, plan, efficiency)
+    plan = plan or plan_step(w, params)
+    st = priced or price_step(w, plan, efficiency)
     t, par = w.training, w.parallel
     accum = t.grad_accum_steps
     peak, source = compute_ceiling(w)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
@@ -355,6 +356,14 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
         backward=grads,
     )
     e_impl = _impl(recipe, "elementwise", on_cpu)
+    if e_impl == "eager":  # attn_output.transpose(1, 2).contiguous() before o_proj (and its gradient back)
+        _full(
+            layer,
+            "attention output transpose",
+            lambda ph: elementwise_work(tokens_mm * q_w, act, variant="copy", inputs=1, outputs=1, phase=ph),
+            ckpt,
+            backward=grads,
+        )
     layer.append(
         PlannedKernel(
             label="residual add forward",
@@ -700,18 +709,40 @@ def host_seconds_per_launch(w: Workload) -> float:
     return cv.HOST_SECONDS_PER_KERNEL * recipe_of(w).launch_scale
 
 
-def price_step(w: Workload, plan: StepPlan, params: object = None) -> StepTime:
-    """Seconds of every kernel of `plan` on the workload's accelerator (perfmodel.kernels.efficiency)."""
+def price_many(items: list[tuple[Workload, StepPlan]], params: object = None) -> list[StepTime]:
+    """`price_step` of many (workload, plan) pairs, one vectorised kernel_times call per accelerator
+    (what building the training data does for thousands of rows)."""
+    from perfmodel.kernels.efficiency import kernel_times
+
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (w, _) in enumerate(items):
+        groups.setdefault((w.gpu.name, repr(sorted(w.gpu.measured.items()))), []).append(i)
+    times: list[list[Any]] = [[] for _ in items]
+    for members in groups.values():
+        works = [k.work for i in members for k in items[i][1].kernels]
+        priced = kernel_times(works, items[members[0]][0].gpu, params)  # type: ignore[arg-type]
+        at = 0
+        for i in members:
+            n = len(items[i][1].kernels)
+            times[i] = priced[at : at + n]
+            at += n
+    return [price_step(w, plan, params, times=t) for (w, plan), t in zip(items, times, strict=True)]
+
+
+def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[Any] | None = None) -> StepTime:
+    """Seconds of every kernel of `plan` on the workload's accelerator (perfmodel.kernels.efficiency);
+    `times`: the kernel times already computed (`price_many`)."""
     from perfmodel.analytic import conventions as cv
-    from perfmodel.kernels.efficiency import kernel_time
+    from perfmodel.kernels.efficiency import kernel_times
 
     accum = w.training.grad_accum_steps
     by_kind: dict[str, float] = {}
     floor_kind: dict[str, float] = {}
     dev = {False: 0.0, True: 0.0}
     floor = {False: 0.0, True: 0.0}
-    for k in plan.kernels:
-        kt = kernel_time(k.work, w.gpu, params)  # type: ignore[arg-type]
+    if times is None:
+        times = kernel_times([k.work for k in plan.kernels], w.gpu, params)  # type: ignore[arg-type]
+    for k, kt in zip(plan.kernels, times, strict=True):
         seconds, lowest = kt.seconds * k.calls, kt.floor_s * k.calls
         dev[k.per_step] += seconds
         floor[k.per_step] += lowest

@@ -110,8 +110,26 @@ def calibrate_grouped(
     return GroupedCalibration(scores=scores, row_scores=row_scores, splitter=description, mapie=mapie)
 
 
-def mondrian_scores(row_scores: Any, regimes: Any, run_groups: Any) -> dict[str, list[float]]:
-    """Per-regime conformity scores (Mondrian conformal), one vote per measured run.
+MAX_RUNS_PER_SOURCE = 20
+"""Most scores one source contributes to a regime cell: a source with more runs there is
+represented by that many evenly spaced quantiles of its scores, so that one lab's campaign of
+thousands of runs does not decide the interval of every query in the cell (the unit an interval
+must generalise over is a lab's setup, not a run)."""
+
+
+def _balanced(scores: list[float], cap: int) -> list[float]:
+    if len(scores) <= cap:
+        return scores
+    ordered = sorted(scores)
+    n = len(ordered)
+    return [ordered[min(n - 1, int(round((i + 0.5) * n / cap - 0.5)))] for i in range(cap)]
+
+
+def mondrian_scores(
+    row_scores: Any, regimes: Any, run_groups: Any, sources: Any = None, max_per_source: int = MAX_RUNS_PER_SOURCE
+) -> dict[str, list[float]]:
+    """Per-regime conformity scores (Mondrian conformal), one vote per measured run, at most
+    `max_per_source` per source and cell (`MAX_RUNS_PER_SOURCE`; `sources` None: no cap).
 
     The rows of one run (logged windows, repeats) are one exchangeable unit, so each run counts
     once with the median of its rows' scores. Every run's score joins its own regime cell and
@@ -126,10 +144,17 @@ def mondrian_scores(row_scores: Any, regimes: Any, run_groups: Any) -> dict[str,
         {"score": np.asarray(row_scores, dtype=float), "group": [str(g) for g in run_groups]}
     )
     frame["regime"] = [tuple(r) for r in regimes]
+    frame["source"] = ["" if sources is None else str(s) for s in (sources if sources is not None else frame.index)]
     frame = frame[np.isfinite(frame["score"])]
-    per_run = frame.groupby("group", sort=True).agg(score=("score", "median"), regime=("regime", "first"))
-    cells: dict[str, list[float]] = {}
-    for score, regime in zip(per_run["score"], per_run["regime"], strict=True):
+    per_run = frame.groupby("group", sort=True).agg(
+        score=("score", "median"), regime=("regime", "first"), source=("source", "first")
+    )
+    cells: dict[str, dict[str, list[float]]] = {}
+    for score, regime, source in zip(per_run["score"], per_run["regime"], per_run["source"], strict=True):
         for key in cell_keys(regime):
-            cells.setdefault(key, []).append(float(score))
-    return {key: sorted(round(v, 5) for v in values) for key, values in sorted(cells.items())}
+            cells.setdefault(key, {}).setdefault(source, []).append(float(score))
+    cap = max_per_source if sources is not None else 10**12
+    return {
+        key: sorted(round(v, 5) for scores in by_source.values() for v in _balanced(scores, cap))
+        for key, by_source in sorted(cells.items())
+    }

@@ -6,7 +6,12 @@ other hardware or tuned frameworks transfers badly (issue 21: it made the tail w
 had barely seen), so it is shrunk toward zero - the kernel model alone - and the interval, which is
 calibrated on the shrunk predictor's held-out errors, carries the uncertainty instead:
 
-    y_hat = s * booster(x),   s = n / (n + SHRINK_RUNS)
+    y_hat = b(x) + s * (booster(x) - b(x)),   s = n / (n + SHRINK_RUNS)
+
+where b(x) is the kernel model's step overhead: the weighted median residual of the training runs
+of the query's device class (CPU or accelerator) and kind of stack (eager or fused/compiled) - four
+numbers, no accelerator's name - what a whole step costs beyond the sum of its kernels as the
+kernel measurements time them (autograd, allocator, Python between ops, the trainer's loop), and
 
 where n is the number of measured runs (one vote per run) in the training data that share the
 query's device class (vendor), scale (1 device / 1 node / multi-node), kind of stack (eager or
@@ -59,13 +64,56 @@ def _specs(row: Mapping[str, Any]) -> tuple[float, float]:
     return _num(row, "log_peak_tflops"), _num(row, "log_hbm_bandwidth_gb_per_s")
 
 
+def base_key(row: Mapping[str, Any]) -> str:
+    """Device class | kind of stack of a feature row (the step overhead's cell)."""
+    device = "cpu" if str(row.get("vendor")) == "cpu" else "accelerator"
+    eager = _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
+    return f"{device}|{'eager' if eager else 'fused'}"
+
+
+def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
+    pairs = sorted(zip(values, weights, strict=True))
+    total = sum(w for _, w in pairs)
+    acc = 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= total / 2:
+            return float(v)
+    return 0.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Evidence:
-    """The training runs as cells: (key, log10 peak, log10 bandwidth, runs)."""
+    """The training runs as cells: (key, log10 peak, log10 bandwidth, runs), and the step overhead
+    per device class and kind of stack (`base`, log units)."""
 
     cells: tuple[tuple[str, float, float, float], ...]
     shrink_runs: float = SHRINK_RUNS
     window_log10: float = SPEC_WINDOW_LOG10
+    base: Mapping[str, float] | None = None
+    """base_key -> weighted median residual of its training runs (and '*': of all of them)."""
+
+    @classmethod
+    def fitted(cls, rows: Sequence[Mapping[str, Any]], y: Sequence[float], weights: Sequence[float],
+               shrink_runs: float = SHRINK_RUNS) -> Evidence:
+        """Cells and step overheads of training rows with residuals `y` (one vote per run: `weights`)."""
+        cells = cls.from_rows(rows, weights).cells
+        keys = [base_key(r) for r in rows]
+        base = {"*": weighted_median(list(y), list(weights))} if len(rows) else {}
+        for key in sorted(set(keys)):
+            sel = [i for i, k in enumerate(keys) if k == key]
+            base[key] = weighted_median([y[i] for i in sel], [weights[i] for i in sel])
+        return cls(cells=cells, shrink_runs=shrink_runs, base={k: round(v, 6) for k, v in base.items()})
+
+    def offset(self, row: Mapping[str, Any]) -> float:
+        """b(x): the step overhead of the row's cell (0 without a base)."""
+        if not self.base:
+            return 0.0
+        return float(self.base.get(base_key(row), self.base.get("*", 0.0)))
+
+    def blend(self, raw: Sequence[float], rows: Sequence[Mapping[str, Any]]) -> list[float]:
+        """b(x) + s(x) * (raw - b(x)) for each row."""
+        return [b + s * (r - b) for r, s, b in zip(raw, self.shrink(rows), (self.offset(x) for x in rows), strict=True)]
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, Any]], weights: Sequence[float]) -> Evidence:
@@ -99,11 +147,14 @@ class Evidence:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "shrink_runs": self.shrink_runs,
             "window_log10": self.window_log10,
             "cells": [list(c) for c in self.cells],
         }
+        if self.base is not None:
+            out["base"] = dict(self.base)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Evidence:
@@ -111,4 +162,5 @@ class Evidence:
             cells=tuple((str(k), float(p), float(b), float(n)) for k, p, b, n in data["cells"]),
             shrink_runs=float(data.get("shrink_runs", SHRINK_RUNS)),
             window_log10=float(data.get("window_log10", SPEC_WINDOW_LOG10)),
+            base=None if data.get("base") is None else {str(k): float(v) for k, v in data["base"].items()},
         )

@@ -114,7 +114,7 @@ def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> MondrianCel
     from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
 
     regimes = [regime_of(row) for row in X.to_dict("records")]
-    cells = mondrian_scores(calibration.row_scores, regimes, run_groups(kept))
+    cells = mondrian_scores(calibration.row_scores, regimes, run_groups(kept), [str(s) for s in kept["source"]])
     return MondrianCells(
         levels=tuple(LEVELS),
         min_runs_per_cell=MIN_RUNS_PER_CELL,
@@ -164,7 +164,7 @@ def build_metadata(
             f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
         domain=training_domain(X, kept),
-        evidence=evidence_of(X, run_weights(kept), config.shrink_runs),
+        evidence=evidence_of(X, y, run_weights(kept), config.shrink_runs),
     )
 
 

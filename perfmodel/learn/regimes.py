@@ -1,7 +1,9 @@
 """Regimes: where a training job lives, for per-regime error reports and per-regime intervals.
 
-A regime is (scale, method, precision, parameters bucket):
+A regime is (scale, kind, stack, method, precision, parameters bucket):
   scale      1 device | 1 node | multi-node
+  kind       transformer | cnn | other (MLPs, boosted trees, anything else)
+  stack      eager (op by op, not compiled) | fused (hand-written fused kernels or torch.compile)
   method     full | LoRA | QLoRA
   precision  fp32 (fp32, tf32) | 16-bit (bf16, fp16 and their amp_ forms) | fp8
   parameters <100M | 100M-1B | 1B-10B | 10B-100B | >=100B (non-transformers by their own count)
@@ -9,7 +11,7 @@ A regime is (scale, method, precision, parameters bucket):
 A good average can hide a regime where users live and the model is wrong, so evaluation reports
 error and coverage per regime, and intervals are calibrated per regime (Mondrian conformal): a
 query uses the residuals of its own regime when that regime has enough measured runs, else those
-of the nearest coarser regime (dropping parameters, then precision, then method, then scale),
+of the nearest coarser regime (dropping parameters, then precision, method, stack, kind, scale),
 widened because the evidence is thin. Everything is read from the learned model's feature row.
 """
 
@@ -25,7 +27,7 @@ PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}
 """Training precision -> group; everything else (bf16, fp16, amp_bf16, amp_fp16) is '16-bit'."""
 PARAM_BUCKETS = ((1e8, "<100M"), (1e9, "100M-1B"), (1e10, "1B-10B"), (1e11, "10B-100B"), (math.inf, ">=100B"))
 """(upper bound, label) of each parameter bucket."""
-LEVELS = ("scale", "method", "precision", "params")
+LEVELS = ("scale", "kind", "stack", "method", "precision", "params")
 """Regime fields from coarsest to finest: backing off drops them from the end."""
 MIN_RUNS_PER_CELL = 30
 """Measured runs (one vote per run) a regime needs before its own residuals set its interval."""
@@ -43,8 +45,11 @@ def _number(features: Mapping[str, Any], name: str, default: float = 0.0) -> flo
     return default if math.isnan(value) else value
 
 
-def regime_of(features: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    """(scale, method, precision, params) of one feature row (`perfmodel.features` names)."""
+TRANSFORMER_ARCHS = ("decoder", "encoder", "encoder-decoder")
+
+
+def regime_of(features: Mapping[str, Any]) -> tuple[str, ...]:
+    """(scale, kind, stack, method, precision, params) of one feature row (`perfmodel.features` names)."""
     gpus = _number(features, "num_gpus", 1.0)
     nodes = _number(features, "num_nodes", 1.0)
     scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
@@ -53,7 +58,10 @@ def regime_of(features: Mapping[str, Any]) -> tuple[str, str, str, str]:
     precision = PRECISION_GROUPS.get(str(features.get("precision")), "16-bit")
     params = 10 ** _number(features, "log_params_total", 0.0)
     bucket = next(label for bound, label in PARAM_BUCKETS if params < bound)
-    return scale, method, precision, bucket
+    arch = str(features.get("arch"))
+    kind = "transformer" if arch in TRANSFORMER_ARCHS else ("cnn" if arch == "cnn" else "other")
+    eager = _number(features, "recipe_fused_kinds") == 0 and _number(features, "torch_compile") == 0
+    return scale, kind, "eager" if eager else "fused", method, precision, bucket
 
 
 def cell_keys(regime: tuple[str, ...]) -> list[str]:

@@ -25,14 +25,15 @@ from perfmodel.learn.devices import MIN_ROWS_PER_DEVICE_CLASS, cpu_rows, join_mo
 from perfmodel.learn.evidence import Evidence
 
 
-def evidence_of(X: Any, weights: Any, shrink_runs: float) -> Evidence | None:
-    """The evidence cells of a feature frame (one vote per run), or None when shrinking is off."""
+def evidence_of(X: Any, y: Any, weights: Any, shrink_runs: float) -> Evidence | None:
+    """The evidence cells and step overheads of a feature frame with residuals `y` (one vote per
+    run), or None when shrinking is off."""
     if shrink_runs <= 0:
         return None
     import numpy as np
 
     w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=float)
-    return Evidence(cells=Evidence.from_rows(X.to_dict("records"), list(w)).cells, shrink_runs=shrink_runs)
+    return Evidence.fitted(X.to_dict("records"), list(np.asarray(y, dtype=float)), list(w), shrink_runs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +157,7 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         y = np.asarray(y, dtype=float)
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
         cpu = cpu_rows(X)
-        self.evidence_ = evidence_of(X, w, config.shrink_runs)
+        self.evidence_ = evidence_of(X, y, w, config.shrink_runs)
         self.cpu_booster_ = None
         if cpu.sum() >= MIN_ROWS_PER_DEVICE_CLASS and (~cpu).sum() >= MIN_ROWS_PER_DEVICE_CLASS:
             self.booster_ = fit_booster(X[~cpu], y[~cpu], config, None if w is None else w[~cpu])
@@ -167,14 +168,15 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X: Any) -> Any:
-        """The boosters' log ratio, shrunk toward zero where few measured runs are near (evidence)."""
+        """The boosters' log ratio, shrunk toward the step overhead where few measured runs are near
+        (perfmodel.learn.evidence)."""
         import numpy as np
 
         X = _as_frame(X)
         raw = predict_by_device(self.booster_, self.cpu_booster_, X)
         if self.evidence_ is None:
             return raw
-        return raw * np.asarray(self.evidence_.shrink(X.to_dict("records")), dtype=float)
+        return np.asarray(self.evidence_.blend(list(raw), X.to_dict("records")), dtype=float)
 
     def model_text(self) -> str:
         """Both boosters as one stored model text (`join_model_texts`)."""

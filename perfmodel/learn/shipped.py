@@ -226,15 +226,16 @@ class LearnedModel:
     def _corrections(self, pred: Any, queries: Sequence[Query], confidence: float) -> list[Correction]:
         out = []
         evidence = self.metadata.evidence
-        shrink = evidence.shrink([q.features for q in queries]) if evidence is not None else [1.0] * len(queries)
-        for raw, query, s in zip(pred, queries, shrink, strict=True):
-            value = float(raw) * s
+        rows = [q.features for q in queries]
+        shrink = evidence.shrink(rows) if evidence is not None else [1.0] * len(queries)
+        values = evidence.blend([float(v) for v in pred], rows) if evidence is not None else [float(v) for v in pred]
+        for value, query, s in zip(values, queries, shrink, strict=True):
             half, warnings = self.policy.interval(query, confidence)
             if s < 0.5:
                 near = s * evidence.shrink_runs / (1.0 - s) if evidence is not None else 0.0
                 warnings = (
                     f"few measured runs like this one ({near:.0f} on similar accelerators, scale and stack): the "
-                    f"learned correction is trusted {s:.0%}, the kernel model carries the estimate",
+                    f"learned correction is trusted {s:.0%}; the kernel model and its step overhead carry the estimate",
                     *warnings,
                 )
             out.append(

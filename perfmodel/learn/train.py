@@ -145,6 +145,15 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     for c, q in model.metadata.conformal.hardware.quantiles_log.items():
         if q is not None:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
+    kernel_heldout = None
+    if data.kernel_table is not None:
+        from perfmodel.kernels.evaluate import kernel_eval_table
+
+        say("kernel level: each accelerator's kernel rows predicted from the other accelerators'")
+        kernel_heldout = kernel_eval_table(data.kernel_table)
+        for rec in kernel_heldout.to_dict("records"):
+            if str(rec.get("impl")) == "all":
+                metrics[f"kernels_{rec['kernel_kind']}_median_ape_pct"] = float(rec["median_ape"]) * 100.0
     model.metadata = model.metadata.replace(
         dataset_sha256=data.sha256,
         schema_version=SCHEMA_VERSION,
@@ -159,6 +168,7 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
         splitter=calibration.splitter,
         metrics=metrics,
         train_seconds=seconds,
+        kernel_heldout=kernel_heldout,
     )
 
 
