@@ -149,95 +149,35 @@ def test_kinds_without_kernel_measurements_stay_at_or_above_their_hand_worked_fl
 
 
 def _random_works(rng: np.random.Generator, n: int) -> list[W.KernelWork]:
+    """n works of every kind, sizes log-uniform over what training runs (1 .. 2^30 elements)."""
+
     def dim(lo: int, hi: int) -> int:
         return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
+    def pick(kind: str) -> str:
+        return str(rng.choice(W.VARIANTS[kind]))
+
+    makers = [
+        lambda d, ph, im: W.matmul_work(dim(1, 65536), dim(1, 65536), dim(1, 65536), d, batch=dim(1, 64), phase=ph),
+        lambda d, ph, im: W.attention_work(dim(1, 16), dim(1, 64), (s := dim(1, 16384)), s, dim(16, 256), d,
+                                           causal=bool(rng.integers(2)), variant=pick("attention"), phase=ph),
+        lambda d, ph, im: W.norm_work(dim(1, 1 << 20), dim(8, 16384), d, variant=pick("norm"), impl=im, phase=ph),
+        lambda d, ph, im: W.activation_work(dim(1, 1 << 18), dim(8, 65536), d, variant=pick("activation"), impl=im, phase=ph),
+        lambda d, ph, im: W.rotary_work(dim(1, 1 << 18), 32, 8, 128, d, impl=im, phase=ph),
+        lambda d, ph, im: W.elementwise_work(dim(1, 1 << 30), d, variant=pick("elementwise"), impl=im, phase=ph),
+        lambda d, ph, im: W.loss_work(dim(1, 1 << 17), dim(2, 262144), d, impl=im, phase=ph),
+        lambda d, ph, im: W.optimizer_work(dim(1, 1 << 34), dim(1, 2000), d, variant=pick("optimizer")),
+        lambda d, ph, im: W.conv_work(dim(1, 256), dim(1, 1024), dim(1, 1024), dim(1, 224), dim(1, 224),
+                                      int(rng.choice([1, 3, 7])), d, phase=ph),
+    ]  # fmt: skip
     out = []
     for _ in range(n):
-        dtype = str(rng.choice(["fp32", "tf32", "bf16", "fp16"]))
-        phase = str(rng.choice(W.PHASES))
-        impl = str(rng.choice(W.IMPLS))
-        kind = rng.integers(9)
-        if kind == 0:
-            out.append(
-                W.matmul_work(
-                    dim(1, 65536), dim(1, 65536), dim(1, 65536), dtype, batch=dim(1, 64), phase=phase
-                )
-            )
-        elif kind == 1:
-            s = dim(1, 16384)
-            variant = str(rng.choice(W.VARIANTS["attention"]))
-            out.append(
-                W.attention_work(
-                    dim(1, 16),
-                    dim(1, 64),
-                    s,
-                    s,
-                    dim(16, 256),
-                    dtype,
-                    causal=bool(rng.integers(2)),
-                    variant=variant,
-                    phase=phase,
-                )
-            )
-        elif kind == 2:
-            out.append(
-                W.norm_work(
-                    dim(1, 1 << 20),
-                    dim(8, 16384),
-                    dtype if dtype != "tf32" else "fp32",
-                    variant=str(rng.choice(W.VARIANTS["norm"])),
-                    impl=impl,
-                    phase=phase,
-                )
-            )
-        elif kind == 3:
-            out.append(
-                W.activation_work(
-                    dim(1, 1 << 18),
-                    dim(8, 65536),
-                    dtype,
-                    variant=str(rng.choice(W.VARIANTS["activation"])),
-                    impl=impl,
-                    phase=phase,
-                )
-            )
-        elif kind == 4:
-            out.append(W.rotary_work(dim(1, 1 << 18), 32, 8, 128, dtype, impl=impl, phase=phase))
-        elif kind == 5:
-            out.append(
-                W.elementwise_work(
-                    dim(1, 1 << 30),
-                    dtype,
-                    variant=str(rng.choice(W.VARIANTS["elementwise"])),
-                    impl=impl,
-                    phase=phase,
-                )
-            )
-        elif kind == 6:
-            out.append(W.loss_work(dim(1, 1 << 17), dim(2, 262144), dtype, impl=impl, phase=phase))
-        elif kind == 7:
-            out.append(
-                W.optimizer_work(
-                    dim(1, 1 << 34),
-                    dim(1, 2000),
-                    "fp32" if dtype == "tf32" else dtype,
-                    variant=str(rng.choice(W.VARIANTS["optimizer"])),
-                )
-            )
-        else:
-            out.append(
-                W.conv_work(
-                    dim(1, 256),
-                    dim(1, 1024),
-                    dim(1, 1024),
-                    dim(1, 224),
-                    dim(1, 224),
-                    int(rng.choice([1, 3, 7])),
-                    dtype,
-                    phase=phase,
-                )
-            )
+        dtype, phase, impl = (
+            str(rng.choice(["fp32", "bf16", "fp16"])),
+            str(rng.choice(W.PHASES)),
+            str(rng.choice(W.IMPLS)),
+        )
+        out.append(makers[int(rng.integers(len(makers)))](dtype, phase, impl))
     return out
 
 
