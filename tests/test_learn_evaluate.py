@@ -60,13 +60,34 @@ def test_interval_metrics_count_coverage_and_width_by_hand():
     assert m["median_rel_width_pct"] == pytest.approx((math.exp(0.3) - math.exp(-0.3)) * 100)
 
 
-def test_leave_one_hardware_out_folds_hold_out_exactly_one_gpu(data):
+def test_leave_one_hardware_out_holds_out_whole_accelerators_each_once(data):
+    """One accelerator per fold up to EvalConfig.max_group_folds of them, else that many folds of
+    whole accelerators: every accelerator is held out once, never split across train and test."""
+    import dataclasses
+
     _, _, kept = data
-    folds = make_folds("loho", kept, FAST)
-    assert len(folds) == kept["gpu"].nunique()
+    gpus = kept["gpu"].nunique()
+    one_each = make_folds("loho", kept, dataclasses.replace(FAST, max_group_folds=gpus))
+    assert len(one_each) == gpus
+    for train, test, label in one_each:
+        assert set(kept["gpu"].iloc[test]) == {label}
+        assert label not in set(kept["gpu"].iloc[train])
+    grouped = make_folds("loho", kept, dataclasses.replace(FAST, max_group_folds=4))
+    assert len(grouped) == 4
+    held = [set(kept["gpu"].iloc[test]) for _, test, _ in grouped]
+    assert sorted(g for h in held for g in h) == sorted(kept["gpu"].unique())
+    for (train, _, _), h in zip(grouped, held, strict=True):
+        assert not h & set(kept["gpu"].iloc[train])
+
+
+def test_accelerator_never_seen_scores_only_eager_single_gpu_rows_of_the_held_out_one(data):
+    X, _, kept = data
+    folds = make_folds("unseen_gpu", kept, FAST, X)
+    assert folds
     for train, test, label in folds:
         assert set(kept["gpu"].iloc[test]) == {label}
         assert label not in set(kept["gpu"].iloc[train])
+        assert (X["num_gpus"].iloc[test] <= 1).all() and (X["recipe_fused_kinds"].iloc[test] == 0).all()
 
 
 def test_leave_one_source_out_holds_out_a_source_and_scores_its_single_node_rows(data):
@@ -103,8 +124,8 @@ def test_protocol_reports_model_and_both_baselines_on_every_split(data):
     X, y, kept = data
     with synthetic_catalog():
         ev = evaluate_all(X, y, kept, FAST)
-    assert set(ev.summary["split"]) == {"random", "loho", "lofo", "loso"}
-    assert set(ev.summary["method"]) == {"model", "const", "bound"}
+    assert set(ev.summary["split"]) == {"random", "loho", "lofo", "loso", "unseen_gpu", "lofw"}
+    assert set(ev.summary["method"]) == {"model", "const", "bound", "oracle"}
     metrics = ev.metrics()
     # the bound baseline predicts y_hat = 0 (efficiency 1): its error is known in closed form
     # (every synthetic row is its own run, so the one-vote-per-run median is the plain lower median)
@@ -192,13 +213,14 @@ def test_cli_evaluate_holdout_through_the_entry_point(tmp_path):
 def test_seed_spread_varies_only_the_seeds(data):
     X, y, kept = data
     with synthetic_catalog():
-        runs = seed_spread(X, y, kept, seeds=2, splits=("random", "loho", "loso"), config=FAST)
+        runs = seed_spread(X, y, kept, seeds=2, splits=("random", "loho", "loso", "unseen_gpu"), config=FAST)
         loho = runs[runs["split"] == "loho"].sort_values("seed")["median_ape_pct"].tolist()
         loso = runs[runs["split"] == "loso"].sort_values("seed")["median_ape_pct"].tolist()
-        headline = [(a + b) / 2 for a, b in zip(loso, loho, strict=True)]  # the headline: their mean
+        unseen = runs[runs["split"] == "unseen_gpu"].sort_values("seed")["median_ape_pct"].tolist()
+        headline = [(a + b) / 2 for a, b in zip(loso, unseen, strict=True)]  # the headline: their mean
         # the decision's spread: seed 0 taken from the run's own evaluation, seed 1 evaluated
         spread = headline_spread(X, y, kept, seeds=2, config=FAST, seed0_pct=headline[0])
-    assert sorted(runs["seed"].unique()) == [0, 1] and set(runs["split"]) == {"random", "loho", "loso"}
+    assert sorted(runs["seed"].unique()) == [0, 1] and set(runs["split"]) == {"random", "loho", "loso", "unseen_gpu"}
     random = runs[runs["split"] == "random"]["median_ape_pct"].tolist()
     assert random[0] != random[1]  # different folds and bagging: the spread is not zero by construction
     summary = spread_summary(runs)

@@ -22,7 +22,7 @@ DOMAIN = TrainingDomain(
     generations_seen=frozenset({"Ampere", "Hopper"}),
     # log10 params 9..10 (1e9..1e10), log2 GPUs 0..3 (1..8 GPUs)
     numeric_ranges={"log_params_total": [9.0, 10.0], "log_num_gpus": [0.0, 3.0]},
-    categories_seen={"arch": ["decoder"], "framework": ["hf-eager", "megatron"]},
+    categories_seen={"arch": ["decoder"], "strategy": ["ddp", "fsdp"]},
 )
 POLICY = IntervalPolicy(hardware_scores=HW, family_scores=FAMILY, domain=DOMAIN, ood_widening=1.5)
 
@@ -33,7 +33,7 @@ def query(**changes):
             "log_params_total": 9.5,
             "log_num_gpus": 1.0,
             "arch": "decoder",
-            "framework": "hf-eager",
+            "strategy": "ddp",
         },
         "gpu": "A100-80GB",
         "vendor": "nvidia",
@@ -90,9 +90,9 @@ def test_values_beyond_the_training_range_widen_with_a_tolerance():
 
 
 def test_unseen_category_widens_and_missing_values_are_not_checked():
-    half, warnings = POLICY.interval(query(features={"framework": "deepspeed"}), 0.9)
-    assert half == pytest.approx(0.27) and "software stack 'deepspeed'" in warnings[0]
-    assert POLICY.interval(query(features={"framework": None, "arch": math.nan}), 0.9) == (
+    half, warnings = POLICY.interval(query(features={"strategy": "zero3"}), 0.9)
+    assert half == pytest.approx(0.27) and "parallel strategy 'zero3'" in warnings[0]
+    assert POLICY.interval(query(features={"strategy": None, "arch": math.nan}), 0.9) == (
         pytest.approx(0.18),
         (),
     )
@@ -161,37 +161,36 @@ def _features(**kw):
         "quantization_bits": 0,
         "precision": "bf16",
         "log_params_total": 9.5,
+        "arch": "decoder",
+        "recipe_fused_kinds": 0,
+        "torch_compile": 0,
     }
     return {**base, **kw}
 
 
 def test_a_well_measured_regime_uses_its_own_residuals():
-    # 40 runs in '1 device|full|16-bit|1B-10B': scores 0.01..0.40; the 90% conformal quantile is
-    # the ceil(0.9 * 41) = 37th smallest = 0.37
+    # 40 runs in '1 device|transformer|eager|full|16-bit|1B-10B': scores 0.01..0.40; the 90% conformal
+    # quantile is the ceil(0.9 * 41) = 37th smallest = 0.37
     own = [round(0.01 * i, 2) for i in range(1, 41)]
-    policy = _regime_policy(
-        {
-            "1 device|full|16-bit|1B-10B": own,
-            "1 device|full|16-bit": own,
-            "1 device|full": own,
-            "1 device": own,
-            "*": own,
-        }
-    )
+    keys = ["1 device|transformer|eager|full|16-bit|1B-10B", "1 device|transformer|eager|full|16-bit",
+            "1 device|transformer|eager|full", "1 device|transformer|eager", "1 device|transformer", "1 device", "*"]  # fmt: skip
+    policy = _regime_policy({k: own for k in keys})
     half, warnings = policy.regime_half_width(_features(), 0.9)
     assert half == pytest.approx(0.37) and warnings == ()
 
 
 def test_a_thin_regime_backs_off_to_its_parent_widened_and_says_so():
-    # 5 QLoRA runs: too few; the parent '1 device' (60 runs of 0.2) stands in, x1.25
+    # 5 QLoRA runs: too few; the parent '1 device|transformer' (60 runs of 0.2) stands in, x1.25
     cells = {
-        "1 device|QLoRA|16-bit|1B-10B": [0.1] * 5,
-        "1 device|QLoRA|16-bit": [0.1] * 5,
-        "1 device|QLoRA": [0.1] * 5,
+        "1 device|transformer|eager|QLoRA|16-bit|1B-10B": [0.1] * 5,
+        "1 device|transformer|eager|QLoRA|16-bit": [0.1] * 5,
+        "1 device|transformer|eager|QLoRA": [0.1] * 5,
+        "1 device|transformer|eager": [0.1] * 5,
+        "1 device|transformer": [0.2] * 60,
         "1 device": [0.2] * 60,
         "*": [0.2] * 60,
     }
     half, warnings = _regime_policy(cells).regime_half_width(_features(lora_r=16, quantization_bits=4), 0.9)
     assert half == pytest.approx(0.2 * 1.25)
-    assert len(warnings) == 1 and "5 in regime 1 device, QLoRA, 16-bit, 1B-10B" in warnings[0]
-    assert "comes from 1 device (60 runs)" in warnings[0]
+    assert len(warnings) == 1 and "5 in regime 1 device, transformer, eager, QLoRA, 16-bit, 1B-10B" in warnings[0]
+    assert "comes from 1 device, transformer (60 runs)" in warnings[0]

@@ -26,6 +26,7 @@ every kind runs op by op there unless torch.compile fuses it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -665,6 +666,8 @@ def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
     """Every kernel one GPU runs in one optimizer step of the workload."""
     p = params or count_params(w.model, w.training)
     recipe = recipe_of(w)
+    if w.training.torch_compile and not recipe.compile:  # the config's training.torch_compile
+        recipe = dataclasses.replace(recipe, compile=True)
     on_cpu = w.gpu.vendor == "cpu"
     out: list[PlannedKernel] = []
     notes: list[str] = []

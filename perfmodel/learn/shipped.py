@@ -191,7 +191,18 @@ class LearnedModel:
         main, cpu = self.boosters
         if not _lightgbm_reads_pandas():  # LightGBM imported with pandas hidden: give it codes
             return self.predict_log_ratio_rows(X.to_dict("records"))
-        return np.asarray(predict_by_device(main, cpu, X[list(self.feature_names)]), dtype=float)
+        raw = np.asarray(predict_by_device(main, cpu, X[list(self.feature_names)]), dtype=float)
+        return self._blended(raw, X.to_dict("records"))
+
+    def _blended(self, raw: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
+        """The boosters' values shrunk toward the step overhead by the evidence near each row
+        (`perfmodel.learn.evidence`; models without evidence: unchanged)."""
+        import numpy as np
+
+        evidence = self.metadata.evidence
+        if evidence is None:
+            return np.asarray(raw, dtype=float)
+        return np.asarray(evidence.blend([float(v) for v in raw], rows), dtype=float)
 
     def predict_log_ratio_rows(self, rows: Sequence[Mapping[str, Any]]) -> Any:
         """Predicted log(t / t_bound) for feature vectors (`perfmodel.features.feature_vector`),
@@ -207,14 +218,14 @@ class LearnedModel:
         X = feature_matrix(rows, self.feature_names, levels)
         is_cpu = np.array([row.get("vendor") == "cpu" for row in rows], dtype=bool)
         if cpu is None or not is_cpu.any() or self.category_levels(cpu) == levels:
-            return np.asarray(predict_by_device(main, cpu, X, cpu=is_cpu), dtype=float)
+            return self._blended(predict_by_device(main, cpu, X, cpu=is_cpu), rows)
         # the two boosters code a category differently: each gets its own array
         out = np.empty(len(rows), dtype=float)
         if (~is_cpu).any():
             out[~is_cpu] = main.predict(X[~is_cpu])
         cpu_rows = [row for row, c in zip(rows, is_cpu, strict=True) if c]
         out[is_cpu] = cpu.predict(feature_matrix(cpu_rows, self.feature_names, self.category_levels(cpu)))
-        return out
+        return self._blended(out, rows)
 
     def correct_frame(self, X: Any, queries: Sequence[Query], confidence: float = 0.9) -> list[Correction]:
         """Corrections for a feature frame (`perfmodel.features.feature_frame`) whose row i is
@@ -226,10 +237,8 @@ class LearnedModel:
     def _corrections(self, pred: Any, queries: Sequence[Query], confidence: float) -> list[Correction]:
         out = []
         evidence = self.metadata.evidence
-        rows = [q.features for q in queries]
-        shrink = evidence.shrink(rows) if evidence is not None else [1.0] * len(queries)
-        values = evidence.blend([float(v) for v in pred], rows) if evidence is not None else [float(v) for v in pred]
-        for value, query, s in zip(values, queries, shrink, strict=True):
+        shrink = evidence.shrink([q.features for q in queries]) if evidence is not None else [1.0] * len(queries)
+        for value, query, s in zip(pred, queries, shrink, strict=True):  # `pred`: already blended
             half, warnings = self.policy.interval(query, confidence)
             if s < 0.5:
                 near = s * evidence.shrink_runs / (1.0 - s) if evidence is not None else 0.0
