@@ -215,11 +215,11 @@ def collect_ludwig(
 ) -> LudwigCollectResult:
     """Run the profile (records already in the output folder are kept, not re-run), then write its
     rows. Raises perfmodel.errors.ConfigError when no Ludwig venv is found."""
-    from collectors.fingerprint import collect_fingerprint
     from collectors.lock import ensure_output_dir, hold_output_dir
-    from collectors.storage import write_fingerprint
     from perfmodel import paths
     from perfmodel.config.ludwig_venv import require_ludwig_python
+    from perfmodel.measure.fingerprint import collect_fingerprint
+    from perfmodel.measure.storage import write_fingerprint
 
     say = (lambda text: sys.stderr.write(text + "\n")) if progress else (lambda text: None)
     t0 = time.perf_counter()
@@ -362,8 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(evaluation_table(rows) + "\n")
             return 0
         if args.rows_only:
-            from collectors.fingerprint import collect_fingerprint
             from perfmodel import paths
+            from perfmodel.measure.fingerprint import collect_fingerprint
 
             out = Path(args.out) if args.out else paths.raw_dir()
             print(write_ludwig_rows(out, collect_fingerprint().hardware_id))
@@ -383,7 +383,7 @@ def write_ludwig_rows(out: Path, hardware_id: str) -> Path | None:
     import datetime as dt
 
     from collectors.ludwig_rows import records_to_rows
-    from collectors.storage import ShardWriter
+    from perfmodel.measure.storage import ShardWriter
 
     records = []
     for p in sorted((out / RECORDS_DIR / hardware_id).glob("*.json")):

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import perfmodel
-from collectors.device import Device, fp32_matmul_mode, is_oom
-from collectors.fingerprint import Fingerprint
+from perfmodel.measure.device import Device, fp32_matmul_mode, is_oom
+from perfmodel.measure.fingerprint import Fingerprint
 
 Clock = Callable[[], float]
 

@@ -2,9 +2,9 @@
 given device, which ones will be skipped, and whether the profile fits its budget.
 
 Each configuration becomes the same feature-table row the collector would write
-(collectors.configs.row_fields), and perfmodel predicts its step time and peak memory exactly as
+(perfmodel.measure.configs.row_fields), and perfmodel predicts its step time and peak memory exactly as
 for a user's workload (the shipped learned model when there is one, else the analytic bound). The
-projection then mirrors the harness (collectors.harness.run_profile, collectors.slices.run_slice):
+projection then mirrors the harness (collectors.harness.run_profile, perfmodel.measure.slices.run_slice):
 
 - a transformer whose analytic peak memory exceeds 1.25 x the device memory is not run (status
   'oom', no time spent); one predicted not to fit costs a setup and ends in an OOM row;
@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors.configs import (
+from collectors.harness import MICROBENCH_BUDGET_FRACTION, validate_budget_s
+from collectors.microbench import MicrobenchPlan
+from collectors.profiles import build_profile
+from perfmodel.measure.configs import (
     SliceConfig,
     lora_params,
     make_row_id,
@@ -38,9 +41,6 @@ from collectors.configs import (
     row_fields,
     transformer_params,
 )
-from collectors.harness import MICROBENCH_BUDGET_FRACTION, validate_budget_s
-from collectors.microbench import MicrobenchPlan
-from collectors.profiles import build_profile
 
 if TYPE_CHECKING:
     from perfmodel.workload import GPUSpec
@@ -65,7 +65,7 @@ class PlannedSlice:
     """One configuration's predicted fate."""
 
     label: str
-    """collectors.configs.SliceConfig.describe()."""
+    """perfmodel.measure.configs.SliceConfig.describe()."""
     fate: str
     """measure | measured (already in the shards: skipped on resume) | oom-predicted | oom-likely |
     too-slow | after-budget."""
@@ -132,8 +132,8 @@ class ProfilePlan:
 
 def slice_facts(config: SliceConfig) -> dict[str, Any]:
     """Parameters and per-sample forward FLOPs of a configuration's model without building it
-    on a device: transformers analytically (collectors.configs), CNN/MLP on torch's meta device
-    with FlopCounterMode, as collectors.slices does on the real device."""
+    on a device: transformers analytically (perfmodel.measure.configs), CNN/MLP on torch's meta device
+    with FlopCounterMode, as perfmodel.measure.slices does on the real device."""
     if config.kind == "lightgbm":
         return {"params_total": None}
     if config.is_transformer:
@@ -141,7 +141,7 @@ def slice_facts(config: SliceConfig) -> dict[str, Any]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from collectors.models import build_model
+    from perfmodel.measure.models import build_model
 
     model = build_model(config, "meta")
     counter = FlopCounterMode(display=False)
@@ -261,8 +261,8 @@ def plan_profile(
 def _measured_here(out_dir: str | Path) -> tuple[str, set[str], set[tuple[str, str, str]]]:
     """This host's hardware id, and the training-slice row ids and micro-benchmark keys its shards
     in `out_dir` already hold."""
-    from collectors.fingerprint import collect_fingerprint
-    from collectors.storage import measured_microbench_keys, measured_row_ids
+    from perfmodel.measure.fingerprint import collect_fingerprint
+    from perfmodel.measure.storage import measured_microbench_keys, measured_row_ids
 
     hardware_id = collect_fingerprint(lambda: []).hardware_id  # the CPU host: no GPU query
     return hardware_id, measured_row_ids(out_dir, hardware_id), measured_microbench_keys(out_dir, hardware_id)
@@ -270,7 +270,7 @@ def _measured_here(out_dir: str | Path) -> tuple[str, set[str], set[tuple[str, s
 
 def _supports(kind: str, gpu: GPUSpec) -> Callable[[str], bool]:
     """Which precisions the device runs: the collectors' CPU rule, or a datasheet peak."""
-    from collectors.device import PRECISION_DTYPES, CpuDevice
+    from perfmodel.measure.device import PRECISION_DTYPES, CpuDevice
 
     if kind == "cpu":
         return CpuDevice().supports

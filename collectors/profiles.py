@@ -21,8 +21,8 @@ import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collectors.configs import SliceConfig
 from collectors.microbench import MicrobenchPlan
+from perfmodel.measure.configs import SliceConfig
 
 PROFILES = ("quick", "gpu", "full")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from collectors.storage import list_shards, parse_shard_name, read_rows
+from perfmodel.measure.storage import list_shards, parse_shard_name, read_rows
 
 
 def _table(header: list[str], rows: list[list[object]]) -> str:

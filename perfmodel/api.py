@@ -164,8 +164,8 @@ def _resolve(
     overrides: list[str],
     price: float | None,
 ) -> Workload:
+    from perfmodel.catalog.prices import check_price, with_price
     from perfmodel.config import load_workload
-    from perfmodel.decide.cost import check_price, with_price
 
     if source is None and not overrides:
         raise ConfigError("give a config (a mapping, YAML text or a file), or describe the run with set=")

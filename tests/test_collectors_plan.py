@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from collectors import plan as plan_mod
-from collectors.configs import SliceConfig
 from collectors.microbench import MicrobenchPlan
 from collectors.profiles import Profile, bert, build_profile, gpu_microbench, llama, mlp, resnet
 from perfmodel.catalog import get_gpu
 from perfmodel.errors import ConfigError
+from perfmodel.measure.configs import SliceConfig
 from tests.test_collectors_cli import run
 
 
@@ -144,7 +144,7 @@ def test_memory_fates_only_worsen_as_the_micro_batch_grows(monkeypatch):
 
 def test_cnn_and_mlp_facts_on_the_meta_device_match_the_built_model():
     torch = pytest.importorskip("torch")
-    from collectors import models
+    from perfmodel.measure import models
 
     for config in (
         resnet(16, (1, 1, 1, 1), False, 64, classes=10, micro_batch_size=2),
@@ -214,9 +214,9 @@ def test_precisions_the_device_lacks_are_dropped_from_the_plan():
 
 
 def test_a_resumed_cpu_collection_skips_what_this_host_measured(tmp_path):
-    from collectors.fingerprint import collect_fingerprint
-    from collectors.slices import Measurement, slice_row
-    from collectors.storage import ShardWriter
+    from perfmodel.measure.fingerprint import collect_fingerprint
+    from perfmodel.measure.slices import Measurement, slice_row
+    from perfmodel.measure.storage import ShardWriter
 
     fingerprint = collect_fingerprint(lambda: [])
     first = build_profile("quick", "cpu").configs[0]

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.fingerprint import Fingerprint
 from collectors.fleet.cluster import (
     FleetError,
     cancel_quietly,
@@ -20,6 +19,7 @@ from collectors.fleet.cluster import (
 )
 from collectors.fleet.tasks import TaskHooks, fingerprint_task
 from perfmodel.errors import ConfigError
+from perfmodel.measure.fingerprint import Fingerprint
 
 PER = ("gpu-type", "node")
 """What one task stands for: an accelerator type, or a distinct node (hardware id)."""
@@ -161,7 +161,7 @@ def discover_nodes(
 
 def measured(out: Path, hardware_id: str) -> tuple[set[str], set[tuple[str, str, str]]]:
     """Row ids and micro-benchmark keys `hardware_id` already has in the folder `out`."""
-    from collectors.storage import measured_microbench_keys, measured_row_ids
+    from perfmodel.measure.storage import measured_microbench_keys, measured_row_ids
 
     return measured_row_ids(out, hardware_id), measured_microbench_keys(out, hardware_id)
 
@@ -171,7 +171,7 @@ def select_targets(
 ) -> tuple[list[FleetTarget], list[str]]:
     """The targets of the cluster, and one line per node left out (no fingerprint; no GPU for
     the gpu profile)."""
-    from collectors.storage import measured_row_ids
+    from perfmodel.measure.storage import measured_row_ids
 
     nodes = discover_nodes(ray, hooks)
     left_out = [f"{n.label}: {n.error}" for n in nodes if n.fingerprint is None]

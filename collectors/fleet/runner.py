@@ -68,7 +68,7 @@ class FleetDriver:
     # --- writing ---------------------------------------------------------------------------
 
     def _writer(self, kind: str, hardware_id: str) -> Any:
-        from collectors.storage import MICROBENCH_PREFIX, ShardWriter
+        from perfmodel.measure.storage import MICROBENCH_PREFIX, ShardWriter
         from perfmodel.schema import MICROBENCH_COLUMNS
 
         key = (kind, hardware_id)
@@ -144,7 +144,7 @@ class FleetDriver:
         kind = event["event"]
         if kind == "start":
             fp = event["fingerprint"]
-            from collectors.storage import write_fingerprint
+            from perfmodel.measure.storage import write_fingerprint
 
             write_fingerprint(self.out, fp)
             task.started, task.flush_every = True, int(event["flush_every"])

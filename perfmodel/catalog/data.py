@@ -30,7 +30,7 @@ def norm(name: str) -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    from perfmodel.config.safe_yaml import read_yaml_file
+    from perfmodel.safe_yaml import read_yaml_file
 
     data = read_yaml_file(path, what="catalog file")
     if not isinstance(data, dict):

@@ -144,7 +144,7 @@ def _whole(path: Path, key: str, value: Any) -> int:
 def model_from_hf_config(path: Path, *, name: str | None = None, source: str | None = None) -> ModelSpec:
     """Read a Hugging Face config.json into a ModelSpec named `name` (default: the folder holding
     config.json, or the file's stem)."""
-    from perfmodel.config.safe_yaml import read_bounded
+    from perfmodel.safe_yaml import read_bounded
 
     path = Path(path)
     raw = read_bounded(path, what="Hugging Face config", limit_bytes=MAX_HF_CONFIG_BYTES)

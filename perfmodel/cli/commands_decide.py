@@ -151,7 +151,7 @@ def sweep_command(
 
         sys.stdout.write(result.to_csv())
         return
-    from perfmodel.decide.render import render_sweep
+    from perfmodel.cli.render_decide import render_sweep
 
     render_sweep(result, _common.stdout_console())
 
@@ -190,7 +190,7 @@ def compare_command(
     if json_out:
         _common.print_json(result.to_json())
         return
-    from perfmodel.decide.render import render_compare
+    from perfmodel.cli.render_decide import render_compare
 
     render_compare(result, _common.stdout_console())
 
@@ -245,6 +245,6 @@ def advise_command(
     if json_out:
         _common.print_json(result.to_json())
         return
-    from perfmodel.decide.render import render_advice
+    from perfmodel.cli.render_decide import render_advice
 
     render_advice(result, _common.stdout_console())

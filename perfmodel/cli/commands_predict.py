@@ -55,7 +55,7 @@ def predict_command(
         rows=rows,
         dataset=dataset,
     )
-    from perfmodel.decide.cost import with_price
+    from perfmodel.catalog.prices import with_price
 
     workload = with_price(workload, price)
     prediction = predict(workload, confidence=confidence, model_dir=model_dir, use_learned=not analytic)

@@ -5,7 +5,7 @@ paths, values read as YAML scalars; `null` unsets a key), then `--gpu` / `--num-
 size (`--tokens`, `--rows` or `--dataset`, at most one), which replaces the file's. Every default
 applied because the config was silent is listed in `Workload.assumptions`.
 
-Files are read by the one bounded YAML loader (safe_yaml.py: regular files only, size, alias,
+Files are read by the one bounded YAML loader (perfmodel/safe_yaml.py: regular files only, size, alias,
 nesting and duplicate-key limits). Paths inside a config file are relative to its folder; paths
 in `--set` and `--dataset` to the current directory. Every key, type, range and name problem is
 collected and raised together (native.combine_problems). The reference of every key is

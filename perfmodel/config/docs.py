@@ -15,7 +15,8 @@ import dataclasses
 import inspect
 from typing import Any
 
-from perfmodel.config import hf_args, ludwig, safe_yaml
+from perfmodel import safe_yaml
+from perfmodel.config import hf_args, ludwig
 from perfmodel.config.build import DEFAULT_NOTES
 from perfmodel.config.native import CONFIG_KEYS, SECTIONS, frameworks
 from perfmodel.workload import FIELD_CHOICES, FIELD_RANGES, ModelSpec, ParallelSpec, TrainingSpec

@@ -21,7 +21,7 @@ MAX_TEXT_CHARS = 1_000_000
 def parse_config_text(text: str, *, source: str = "the config text") -> dict[str, Any]:
     """The mapping a YAML (or JSON) document holds; ConfigError, naming `source`, when it is too
     long, not YAML, has a duplicate key, is empty or is not a mapping."""
-    from perfmodel.config.safe_yaml import load_yaml_text
+    from perfmodel.safe_yaml import load_yaml_text
 
     if not isinstance(text, str):
         raise ConfigError(f"{source} must be YAML text, got a {type(text).__name__}")

@@ -106,9 +106,9 @@ class ConfigSource:
         price_per_gpu_hour: float | None = None,
     ) -> ConfigSource:
         """Read `config` (a YAML file, a mapping, or None for overrides only) once."""
+        from perfmodel.catalog.prices import check_price
         from perfmodel.config.native import check_key
         from perfmodel.config.overrides import parse_override, read_config_file
-        from perfmodel.decide.cost import check_price
 
         if config is None:
             raw: dict[str, Any] = {}
@@ -163,11 +163,11 @@ class ConfigSource:
 
     def workload(self, changes: Mapping[str, Any]) -> Workload:
         """Resolve the config with `changes` (dotted key -> value) applied."""
+        from perfmodel.catalog.prices import with_price
         from perfmodel.config.build import build_workload
         from perfmodel.config.ludwig import is_ludwig, translate_ludwig
         from perfmodel.config.native import DataFlags, Draft
         from perfmodel.config.overrides import parse_override, set_path
-        from perfmodel.decide.cost import with_price
 
         native_changes = {k: v for k, v in changes.items() if is_native_key(k)}
         raw = copy.deepcopy(self.raw)

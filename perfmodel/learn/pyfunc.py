@@ -8,7 +8,7 @@ step_time_low_s, step_time_high_s and warnings ('; '-joined). `params={"confiden
 The logged signature is built from `perfmodel.schema` (`model_signature`), with training rows
 as the input example.
 
-This module imports mlflow (telemetry off, see `perfmodel.tracking.import_mlflow`); only
+This module imports mlflow (telemetry off, see `perfmodel.learn.lean_import.import_mlflow`); only
 training code imports it.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfmodel.tracking import import_mlflow
+from perfmodel.learn.lean_import import import_mlflow
 
 import_mlflow()
 
@@ -105,7 +105,7 @@ def predict_rows(model: Any, rows: Any, confidence: float = 0.9) -> Any:
 
     from perfmodel.analytic import estimate
     from perfmodel.features import workload_from_row
-    from perfmodel.prediction import learned_step_interval
+    from perfmodel.learn.shipped import learned_step_interval
 
     items = []
     for row in pd.DataFrame(rows).to_dict("records"):

@@ -23,7 +23,7 @@ class DuplicateRunError(PerfModelError, ValueError):
 
 @dataclass(frozen=True)
 class _Fingerprint:
-    """What collectors.storage.write_fingerprint needs from a fingerprint dict."""
+    """What perfmodel.measure.storage.write_fingerprint needs from a fingerprint dict."""
 
     data: dict[str, Any]
 
@@ -48,7 +48,7 @@ def run_key(config: dict[str, Any], hardware_id: str, times: list[float]) -> str
 
 def existing_row_id(out_dir: str | Path, hardware_id: str, key: str) -> str | None:
     """The row_id under which a run with this key is already kept, or None."""
-    from collectors.storage import measured_row_ids
+    from perfmodel.measure.storage import measured_row_ids
 
     if not Path(out_dir).is_dir():
         return None
@@ -63,7 +63,7 @@ def keep_rows(
 ) -> Path:
     """Append `rows` (one run) as a new shard `<prefix>__<hardware_id>__<date>__<part>.parquet` and
     write the host fingerprint; DuplicateRunError when the run is already there."""
-    from collectors.storage import write_fingerprint, write_shard
+    from perfmodel.measure.storage import write_fingerprint, write_shard
 
     hw = str(fingerprint["hardware_id"])
     found = existing_row_id(out_dir, hw, key)

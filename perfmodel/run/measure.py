@@ -1,4 +1,4 @@
-"""Measuring a probe: the collectors' harness (collectors.slices.run_slice) with every step timed
+"""Measuring a probe: the collectors' harness (perfmodel.measure.slices.run_slice) with every step timed
 here too, the budget enforced, and a new plan when the first one is too slow or too big.
 
 Warm-up is the harness's warm-up steps plus any further unsettled steps by the monitor's rule
@@ -42,7 +42,7 @@ class Recorder:
         self.facts: dict[str, Any] = {}
 
     def prepare(self, config: Any, device: Any) -> Any:
-        from collectors import slices
+        from perfmodel.measure import slices
 
         prepared = self.base(config, device)
         inner, dev = prepared.step, prepared.device
@@ -113,7 +113,7 @@ def measure_probe(
     notes: list[str],
 ) -> tuple[ProbePlan, Recorder, Any, str]:
     """Plan and run until a probe measured (or the budget / Ctrl-C stopped it)."""
-    from collectors import slices
+    from perfmodel.measure import slices
 
     limits: Limits = plan_args.pop("limits")
     plan = choose_plan(limits=limits, **plan_args)

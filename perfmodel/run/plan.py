@@ -1,7 +1,7 @@
 """What a probe runs: the user's workload as one of the collectors' training slices, scaled down
 until it fits this machine's memory and the probe's time budget.
 
-The slice models (collectors/models.py) are built from dimensions: a decoder runs as the
+The slice models (perfmodel/measure/models.py) are built from dimensions: a decoder runs as the
 collectors' Llama-style decoder, an encoder as their BERT-style encoder, a GBM as LightGBM rounds.
 What the slice cannot express is stated, never hidden: a non-gated MLP runs gated, fp8 runs bf16,
 a quantized base runs unquantized, several GPUs run as one, gradient accumulation as one
@@ -38,7 +38,7 @@ class ProbePlan:
     """One candidate probe: the slice to run and the workload it is, on this host."""
 
     config: Any
-    """collectors.configs.SliceConfig to run."""
+    """perfmodel.measure.configs.SliceConfig to run."""
     workload: Workload
     """The probed workload on this host (what the model predicts for the ratio)."""
     scaled: tuple[str, ...] = ()
@@ -93,7 +93,7 @@ def slice_for(
     target: Workload, *, layers: int, seq_len: int, batch: int, supports: Any = None
 ) -> tuple[Any, list[str]]:
     """The collectors' SliceConfig for `target` at the given size, and what differs."""
-    from collectors.configs import SliceConfig
+    from perfmodel.measure.configs import SliceConfig
 
     m, t = target.model, target.training
     kind = KIND_OF_ARCH.get(m.arch)
@@ -152,8 +152,8 @@ def slice_for(
 
 def probed_workload(config: Any, host: GPUSpec) -> Workload:
     """The workload a slice is, on `host` (through the row codec, as the feature table will read it)."""
-    from collectors.configs import row_fields
     from perfmodel.codec import workload_from_row
+    from perfmodel.measure.configs import row_fields
 
     return workload_from_row({**row_fields(config), "gpu": host.name}, gpu=host)
 
@@ -183,7 +183,7 @@ def candidate_sizes(target: Workload) -> Iterator[tuple[int, int, int, tuple[str
 
 
 def _memory_gb(config: Any) -> float:
-    from collectors.configs import analytic_memory
+    from perfmodel.measure.configs import analytic_memory
 
     if config.kind == "lightgbm":  # float32 features + LightGBM's binned copy and gradients
         return config.micro_batch_size * (config.in_features or 16) * 4 * 3 / 1e9

@@ -6,7 +6,7 @@ the model carry only what differs (perfmodel.run.combine).
 1. Predict the target (the prediction before the probe).
 2. Plan the probe: the collectors' slice of the workload, scaled down to this machine
    (perfmodel.run.plan); the time allowed for stepping is half of the budget.
-3. Measure with the collectors' harness (perfmodel.run.measure over collectors.slices.run_slice:
+3. Measure with the collectors' harness (perfmodel.run.measure over perfmodel.measure.slices.run_slice:
    build, warm-up steps, then >= 10 timed steps between device synchronisations), every step's
    time recorded; planned again when too slow or out of memory. The budget and Ctrl-C stop it
    cleanly: with >= 10 measured steps those are used, otherwise the prediction stands.
@@ -179,9 +179,9 @@ def probe_workload(
     """Probe `target` on this machine (the module's steps). `prepare` replaces the collectors'
     slice builder and `gpu_query` their GPU query (tests); `out_dir` defaults to
     `perfmodel.paths.raw_dir()`."""
-    from collectors.device import make_device
-    from collectors.fingerprint import collect_fingerprint
     from perfmodel import paths
+    from perfmodel.measure.device import make_device
+    from perfmodel.measure.fingerprint import collect_fingerprint
 
     if steps < MIN_MEASURED_STEPS:
         raise PerfModelError(
@@ -327,8 +327,8 @@ def _keep(
     key: str,
     target: Workload,
 ) -> tuple[str, str]:
-    from collectors import slices
     from perfmodel import __version__
+    from perfmodel.measure import slices
     from perfmodel.run.keep import keep_rows
 
     m = slices.Measurement(

@@ -289,7 +289,7 @@ def compare_job(req: rq.CompareRequest, model: LoadedModel, max_configs: int) ->
 def gpu_catalog() -> list[dict[str, Any]]:
     """Every accelerator with its list price (the `perfmodel gpus --json` records + price)."""
     from perfmodel.catalog import get_gpu, gpu_names
-    from perfmodel.decide.cost import default_price
+    from perfmodel.catalog.prices import default_price
 
     out = []
     for name in gpu_names():

@@ -194,7 +194,7 @@ def make_run_group(hardware_id: str, config: SliceConfig, device_kind: str = "cp
 
 def row_fields(config: SliceConfig) -> dict[str, Any]:
     """The feature-table fields (perfmodel.schema.COLUMNS) a configuration fixes before anything
-    is measured: model, shapes, training settings, parallel layout. collectors.slices.slice_row
+    is measured: model, shapes, training settings, parallel layout. perfmodel.measure.slices.slice_row
     adds the measurement; collectors.plan predicts from the same fields."""
     is_gbm = config.kind == "lightgbm"
     tf = config.is_transformer
@@ -229,7 +229,7 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
         "lora_target_modules": 2 if config.lora_r else None,  # q and v (lora_params)
         "quantization_bits": None,
         "fused_cross_entropy": None if is_gbm else False,
-        "attention_kernel": "sdpa" if tf else None,  # F.scaled_dot_product_attention (collectors.models)
+        "attention_kernel": "sdpa" if tf else None,  # F.scaled_dot_product_attention (perfmodel.measure.models)
         "torch_compile": None if is_gbm else False,
         "trainable_fraction": None if (is_gbm or config.lora_r) else 1.0,
         "includes_optimizer_step": None if is_gbm else True,
@@ -248,7 +248,7 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
 
 
 def transformer_params(config: SliceConfig) -> int:
-    """Parameters of the llama/bert slice models in collectors.models, counted analytically
+    """Parameters of the llama/bert slice models in perfmodel.measure.models, counted analytically
     (a test checks this equals sum(p.numel()) of the built model)."""
     d = config.hidden_size or 0
     L = config.num_layers or 0

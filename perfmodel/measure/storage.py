@@ -32,6 +32,7 @@ from perfmodel.errors import DataError
 from perfmodel.schema import COLUMNS, MICROBENCH_COLUMNS, Column, conform
 
 MICROBENCH_PREFIX = "microbench"
+FINGERPRINT_PREFIX = "fingerprint"
 DAMAGED_DIR = "damaged"
 """Sub-folder of the output folder where unreadable shards are set aside."""
 _SHARD_RE = re.compile(
@@ -280,8 +281,61 @@ def write_fingerprint(out_dir: str | Path, fingerprint: Any) -> Path:
     between runs)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"fingerprint__{fingerprint.hardware_id}.json"
+    path = out / f"{FINGERPRINT_PREFIX}__{fingerprint.hardware_id}.json"
     tmp = out / f".{path.name}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(fingerprint.to_dict(), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
     return path
+
+
+@dataclass(frozen=True)
+class MeasuredHost:
+    """A host that measured into a collectors' folder: its fingerprint, and its micro-benchmark
+    shards for the ceilings it reached."""
+
+    fingerprint: dict[str, Any]
+    """`fingerprint__{hardware_id}.json` as written (`Fingerprint.to_dict()`)."""
+    out_dir: Path
+    """The folder it measured into."""
+
+    @property
+    def hardware_id(self) -> str:
+        return str(self.fingerprint.get("hardware_id", ""))
+
+    def ceilings(self) -> dict[str, float]:
+        """Best achieved matmul TFLOP/s per dtype and memory-copy GB/s of its micro-benchmark
+        rows with status 'ok' (keys 'matmul_<dtype>_tflops', 'hbm_copy_gb_per_s'); a shard that
+        cannot be read is not evidence and is left out (the collector sets it aside)."""
+        best: dict[str, float] = {}
+        for path in list_shards(self.out_dir, hardware_id=self.hardware_id, microbench=True):
+            try:
+                table = _read_table(path, ["bench", "dtype", "status", "achieved_tflops", "achieved_gb_per_s"])
+            except DataError:
+                continue
+            for r in table.to_pylist():
+                if r["status"] != "ok":
+                    continue
+                if r["bench"] == "matmul" and r["dtype"] and _finite(r["achieved_tflops"]):
+                    key = f"matmul_{r['dtype']}_tflops"
+                    best[key] = max(best.get(key, 0.0), float(r["achieved_tflops"]))
+                elif r["bench"] == "hbm_copy" and _finite(r["achieved_gb_per_s"]):
+                    best["hbm_copy_gb_per_s"] = max(best.get("hbm_copy_gb_per_s", 0.0), float(r["achieved_gb_per_s"]))
+        return best
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and value == value and value not in (float("inf"), float("-inf"))
+
+
+def measured_hosts(out_dir: str | Path) -> tuple[MeasuredHost, ...]:
+    """Every host with a fingerprint in `out_dir` (sorted by file name; an unreadable fingerprint
+    is skipped): what the catalog reads to rebuild a measured host."""
+    out = []
+    for path in sorted(Path(out_dir).glob(f"{FINGERPRINT_PREFIX}__*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict):
+            out.append(MeasuredHost(fingerprint=data, out_dir=Path(out_dir)))
+    return tuple(out)

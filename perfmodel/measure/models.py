@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from collectors.configs import SliceConfig
+from perfmodel.measure.configs import SliceConfig
 
 
 class _Checkpointed(nn.Module):

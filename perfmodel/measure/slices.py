@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import perfmodel
-from collectors.configs import (
+from perfmodel.measure.configs import (
     LUDWIG_GBM_PARAMS,
     SliceConfig,
     make_row_id,
@@ -38,8 +38,8 @@ from collectors.configs import (
     predicted_oom,
     row_fields,
 )
-from collectors.device import CpuDevice, Device, fp32_matmul_mode, is_oom
-from collectors.fingerprint import Fingerprint
+from perfmodel.measure.device import CpuDevice, Device, fp32_matmul_mode, is_oom
+from perfmodel.measure.fingerprint import Fingerprint
 
 Clock = Callable[[], float]
 NOISY_CV = 0.25
@@ -89,7 +89,7 @@ def prepare_slice(config: SliceConfig, device: Device) -> PreparedSlice:
 def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
     import torch
 
-    from collectors import models
+    from perfmodel.measure import models
 
     if not device.supports(config.precision):
         raise UnsupportedPrecision(f"{config.precision} is not supported on this {device.kind} device")

@@ -1,0 +1,280 @@
+"""The import structure (STYLE.md "Layers"): imports point down the data flow only, there are no
+circles, and an import inside a function guards a heavy third-party package and says why.
+
+Every `import` of `perfmodel` and `collectors` is read with `ast` (at module level, inside
+functions, under `if TYPE_CHECKING:` alike: a circle of type-only imports is still a circle for a
+reader). Each module is on one layer of `LAYERS`; a module may import its own layer and the ones
+below it, never one above. `SHIMS` lists the one import allowed to point up. Run this file
+directly (`python tests/test_layers.py`) to print every import that breaks a rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("perfmodel", "collectors")
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "base",
+        (
+            "perfmodel",
+            "perfmodel.errors",
+            "perfmodel.paths",
+            "perfmodel.schema",
+            "perfmodel.workload",
+            "perfmodel.interval",
+            "perfmodel.safe_yaml",
+            "perfmodel.measure.storage",
+        ),
+    ),  # fmt: skip
+    ("catalog/analytic", ("perfmodel.catalog", "perfmodel.analytic", "perfmodel.codec")),
+    ("measure", ("perfmodel.measure",)),
+    ("config", ("perfmodel.config", "perfmodel.request")),
+    ("learn", ("perfmodel.features", "perfmodel.learn", "perfmodel.tracking", "perfmodel.dataset")),
+    ("prediction", ("perfmodel.prediction",)),
+    (
+        "decide/run/monitor",
+        ("perfmodel.decide", "perfmodel.run", "perfmodel.monitor", "perfmodel.ingest", "perfmodel.memcheck"),
+    ),  # fmt: skip
+    ("api/collectors", ("perfmodel.api", "collectors")),
+    ("service/cli", ("perfmodel.service", "perfmodel.cli", "perfmodel.__main__")),
+)
+"""Bottom to top: (layer, module prefixes); the longest prefix that matches a module decides."""
+
+SHIMS = {("collectors.__main__", "perfmodel.cli"), ("collectors.__main__", "perfmodel.cli._common")}
+"""Imports allowed to point up: `python -m collectors` is `perfmodel collect` (one command line)."""
+
+HEAVY = (
+    "torch", "mlflow", "lightgbm", "transformers", "ray", "fastapi", "uvicorn", "starlette", "matplotlib",
+    "mapie", "sklearn", "pandas", "pyarrow", "numpy", "scipy", "pynvml", "ludwig", "peft", "datasets",
+    "yaml", "rich", "typer", "pydantic", "filelock", "psutil", "accelerate", "huggingface_hub",
+)  # fmt: skip
+"""Third-party packages worth importing late (each is 10 ms to seconds of a cold start, or
+optional); an import inside a function of anything else needs a reason too."""
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str
+    """The importing module."""
+    target: str
+    """The imported project module."""
+    line: int
+    in_function: bool
+    type_only: bool
+    implied: bool = False
+    """A package whose __init__ the import runs on the way to `target` (counts for circles)."""
+
+
+def module_files() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _resolve(
+    names: dict[str, Path], module: str, node: ast.ImportFrom | ast.Import, alias: str
+) -> str | None:
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = module.split(".")
+            if names[module].name != "__init__.py":
+                base = base[:-1]
+            base = base[: len(base) - node.level + 1]
+            stem = ".".join([*base, *([node.module] if node.module else [])])
+        else:
+            stem = node.module or ""
+        candidates = [f"{stem}.{alias}", stem]
+    else:
+        candidates = [alias]
+    for candidate in candidates:
+        while candidate:
+            if candidate in names:
+                return candidate
+            candidate = candidate.rpartition(".")[0]
+    return None
+
+
+def _imports_of(tree: ast.Module) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
+    """(node, inside a function, under `if TYPE_CHECKING:`) for every import of a module."""
+
+    def walk(
+        node: ast.AST, in_function: bool, type_only: bool
+    ) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, in_function, type_only
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                yield from walk(child, True, type_only)
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                yield from walk(child, in_function, True)
+            else:
+                yield from walk(child, in_function, type_only)
+
+    yield from walk(tree, False, False)
+
+
+def project_imports() -> list[Import]:
+    names = module_files()
+    out = []
+    for module, path in names.items():
+        for node, in_function, type_only in _imports_of(ast.parse(path.read_text(), str(path))):
+            for alias in node.names:
+                target = _resolve(names, module, node, alias.name)
+                if target is None:
+                    continue
+                if target != module:
+                    out.append(Import(module, target, node.lineno, in_function, type_only))
+                for package in _packages_run_by(target, module):
+                    out.append(Import(module, package, node.lineno, in_function, type_only, implied=True))
+    return out
+
+
+def _packages_run_by(target: str, module: str) -> list[str]:
+    """Importing `a.b.c` runs `a/b/__init__.py` first (its imports count), unless the importer is
+    inside `a.b` already; the top packages import nothing at module level (a test checks)."""
+    parts = target.split(".")
+    parents = [".".join(parts[:i]) for i in range(2, len(parts))]
+    return [p for p in parents if not (module == p or module.startswith(p + "."))]
+
+
+def layer_of(module: str) -> int:
+    best, found = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), i
+    if found is None:
+        raise AssertionError(f"{module} is on no layer: add it to LAYERS in {Path(__file__).name}")
+    return found
+
+
+def upward_imports() -> list[str]:
+    out: list[str] = []
+    for imp in project_imports():
+        if imp.implied:
+            continue
+        low, high = layer_of(imp.target), layer_of(imp.module)
+        if low > high and (imp.module, imp.target) not in SHIMS:
+            line = f"{imp.module}:{imp.line} ({LAYERS[high][0]}) imports {imp.target} ({LAYERS[low][0]})"
+            if line not in out:
+                out.append(line)
+    return out
+
+
+def circles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    graph: dict[str, set[str]] = {m: set() for m in module_files()}
+    for imp in project_imports():
+        if (imp.module, imp.target) not in SHIMS:
+            graph[imp.module].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def late_imports_without_reason() -> list[str]:
+    """Function-level imports of project modules or light packages with no comment saying why."""
+    names = module_files()
+    out = []
+    for module, path in names.items():
+        lines = path.read_text().splitlines()
+        for node, in_function, type_only in _imports_of(ast.parse("\n".join(lines), str(path))):
+            if not in_function or type_only:
+                continue
+            first = (node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name
+            if node.level == 0 if isinstance(node, ast.ImportFrom) else True:
+                if first.split(".")[0] in HEAVY:
+                    continue
+            if "#" in lines[node.lineno - 1] or "#" in lines[node.lineno - 2]:
+                continue
+            out.append(f"{module}:{node.lineno} imports {first or '.'} inside a function without a reason")
+    return out
+
+
+# --- the tests ----------------------------------------------------------------------------------
+
+
+def test_every_module_is_on_a_layer():
+    for module in module_files():
+        layer_of(module)
+
+
+def test_no_import_points_up_a_layer():
+    assert upward_imports() == []
+
+
+def test_no_circles():
+    assert circles() == []
+
+
+def test_the_top_packages_import_nothing_when_imported():
+    for package in PACKAGES:
+        assert not [
+            i for i in project_imports() if i.module == package and not i.in_function and not i.type_only
+        ]
+
+
+def test_the_checks_see_an_upward_import_and_a_circle():
+    assert (
+        layer_of("perfmodel.prediction")
+        > layer_of("perfmodel.config.native")
+        > layer_of("perfmodel.workload")
+    )
+    assert layer_of("collectors.harness") > layer_of("perfmodel.run.probe")
+    tree = ast.parse("def f():\n    from perfmodel.cli import app\n")
+    ((node, in_function, type_only),) = list(_imports_of(tree))
+    assert in_function and not type_only and isinstance(node, ast.ImportFrom)
+    assert _resolve(module_files(), "perfmodel.prediction", node, "app") == "perfmodel.cli"
+
+
+if __name__ == "__main__":
+    for line in upward_imports():
+        print("up:", line)
+    for component in circles():
+        print("circle:", " <-> ".join(component))
+    for line in late_imports_without_reason():
+        print("late:", line)
