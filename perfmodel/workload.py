@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel.errors import ConfigError, quote
+from perfmodel.recipes import FrameworkRecipe
 
 PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8")
 """Training precisions. `amp_*` = fp32 master weights with autocast matmuls; bare `bf16`/`fp16` =
@@ -443,6 +444,9 @@ class GPUSpec:
     """Board power in W."""
     sm_count: int = 0
     """Streaming multiprocessors (compute units on AMD)."""
+    l2_cache_mb: float = 0.0
+    """On-chip L2 cache in MB (Gaudi: its on-chip SRAM); 0 = unknown (CPUs). The kernel-table
+    importers read it (collectors/public/kernels_neusight.py l2_resident)."""
     release_year: int = 0
     """Year of release."""
     aliases: tuple[str, ...] = ()
@@ -489,7 +493,11 @@ class Workload:
     gpu: GPUSpec
     parallel: ParallelSpec
     framework: str = "hf-eager"
-    """Software stack family: hf-eager, composer-fsdp, megatron, torchtitan, deepspeed, ..."""
+    """The training stack: a recipe key or alias of perfmodel/catalog/frameworks/ (hf-eager,
+    torch-eager, liger, torchtune, megatron, ...), or any name (costed with `recipe`)."""
+    recipe: FrameworkRecipe | None = None
+    """A recipe the config described itself (or the `other` recipe under an unknown name); None:
+    the catalog recipe of `framework` (perfmodel.catalog.frameworks.recipe_of)."""
     assumptions: tuple[str, ...] = ()
     """Defaults perfmodel applied because the config was silent (shown to the user)."""
 

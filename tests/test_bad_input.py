@@ -156,7 +156,7 @@ CASES = [
          "does not exist (give a Hugging Face config.json"),
     Case("dataset-column-not-echoed", lambda d: ["predict", "--config", str(nested_dataset_config(d))],
          "has no column 'body' (named by training.text_columns)", absent=("secret_column_a", "secret_column_b")),
-    Case("several-problems", predict(config(with_valid("training:\n  seq_len: 0\n  lora_rank: 8") + "framework: nope\n")), "3 problems in", lines=4),
+    Case("several-problems", predict(config(with_valid("training:\n  seq_len: 0\n  lora_rank: 8") + "framework: torchtun\n")), "3 problems in", lines=4),
     # --- Hugging Face keys --------------------------------------------------------------------------
     Case("hf-key-refused", predict(config(with_valid("training:\n  deepspeed: ds_config.json"))), "use hardware.strategy (zero1, zero2 or zero3)"),
     Case("hf-8bit-optimizer", predict(config(with_valid("training:\n  optim: paged_adamw_8bit"))), "8-bit optimizer state is not modelled"),

@@ -35,6 +35,38 @@ MODEL_NARROW_DROP: tuple[tuple[str, ...], ...] = (("hf id",), ("family",))
 def register(app: typer.Typer) -> None:
     app.command("gpus")(gpus_command)
     app.command("models")(models_command)
+    app.command("frameworks")(frameworks_command)
+
+
+FRAMEWORK_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (c, c) for c in ("name", "fused", "attention", "optimizer", "loss", "what it is")
+)
+"""(key, header) of the `perfmodel frameworks` table."""
+
+
+def frameworks_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List the training stacks perfmodel knows, as the kernels they run (framework: NAME)."""
+    from perfmodel.catalog.frameworks import recipes
+
+    found = list(recipes().values())
+    if json_out:
+        _common.print_json([dataclasses.asdict(r) for r in found])
+        return
+    from perfmodel.cli.render import narrowing_table, render_title
+
+    rows = []
+    for r in found:
+        fused = "/".join(r.fused) + (" +compile" if r.compile else "") if (r.fused or r.compile) else "-"
+        optimizer = r.optimizer_impl + ("" if r.optimizer_state == "fp32" else f", {r.optimizer_state}")
+        rows.append([r.name, fused, r.attention, optimizer, r.loss, r.title])
+    table = narrowing_table(FRAMEWORK_COLUMNS, rows, (("what it is",),), left=("name", "what it is"), whole=("name",))
+    console = _common.stdout_console()
+    render_title(
+        console,
+        f"{len(found)} framework recipes",
+        "fused = kernel kinds run as one fused kernel; an unknown name is costed as `other` (eager PyTorch)",
+    )
+    console.print(table)
 
 
 def gpus_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.catalog import get_gpu, gpu_resolution_note
+from perfmodel.catalog.frameworks import DEFAULT_FRAMEWORK, get_recipe
 from perfmodel.config.native import DataFlags, Draft, check_key, combine_problems, resolve_model, validate
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.recipes import FrameworkRecipe
 from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, Workload
 
-DEFAULT_FRAMEWORK = "hf-eager"
 DEFAULT_NOTES: dict[str, str] = {
     "training.precision": "bf16 (fp16, else fp32, where the accelerator has no bf16)",
     "training.epochs": "1 (with training.samples)",
@@ -234,17 +235,38 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
             hw[key] = value
     parallel = ParallelSpec(**hw)
     framework = cfg.get("framework") or draft.soft.get("framework", (None, ""))[0]
+    custom = cfg.get("framework_recipe")
     if framework is None:
         framework = DEFAULT_FRAMEWORK
-        assumptions.append(f"framework not given: assumed {DEFAULT_FRAMEWORK} (PyTorch eager, Hugging Face style)")
+        assumptions.append(f"framework not given: assumed {get_recipe(DEFAULT_FRAMEWORK).describe()}")
     elif "framework" not in cfg and draft.soft["framework"][1]:
         assumptions.append(draft.soft["framework"][1])
+    recipe = custom or get_recipe(str(framework))
+    if model.arch != "gbm":
+        kw.update(_recipe_defaults(recipe, pick))
     return Workload(
         model=model,
         training=TrainingSpec(**kw),
         gpu=gpu,
         parallel=parallel,
         framework=str(framework),
+        recipe=custom,
         assumptions=tuple(dict.fromkeys(assumptions)),
     )
+
+
+def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker) -> dict[str, Any]:
+    """Training keys the framework's recipe sets where the config is silent: its attention kernel,
+    torch.compile, and a fused linear cross-entropy (the config's own keys win)."""
+    def silent(dotted: str) -> bool:
+        return not pick.given(dotted) and dotted not in pick.soft
+
+    out: dict[str, Any] = {}
+    if silent("training.attention_kernel"):
+        out["attention_kernel"] = recipe.attention
+    if silent("training.torch_compile") and recipe.compile:
+        out["torch_compile"] = True
+    if silent("training.fused_cross_entropy") and recipe.loss == "fused-linear":
+        out["fused_cross_entropy"] = True
+    return out
 

@@ -29,15 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.catalog import get_model, local_config_path, model_from_hf_config
+from perfmodel.catalog.frameworks import framework_names, resolve_framework
 from perfmodel.config import hf_args
 from perfmodel.errors import CatalogError, ConfigError, PerfModelError, clip, quote
 from perfmodel.workload import (
-    FRAMEWORKS,
     ModelSpec,
     ParallelSpec,
     TrainingSpec,
     Workload,
-    choice_problem,
     field_problem,
 )
 
@@ -64,7 +63,10 @@ CONFIG_KEYS: dict[str, tuple[str, str]] = {
                               "per token); default: every string column."),
     "hardware.gpu": ("string", "Accelerator catalog key or alias (`perfmodel gpus`), or cpu (this machine). An alias "
                      "(H100 -> H100-SXM) is resolved and the resolution listed in the assumptions."),
-    "framework": ("string", "Software stack family the learned model knows (see the allowed values); default hf-eager."),
+    "framework": ("string or mapping", "The training stack, as a recipe of the kernels it runs (`perfmodel frameworks` lists "
+                  "them: hf-eager, torch-eager, torch-compile, liger, unsloth, torchtune, litgpt, lightning, ludwig, "
+                  "deepspeed, megatron, nemo, torchtitan, composer, ...); an unknown name is costed as eager PyTorch "
+                  "and says so; a mapping {name, base, <recipe fields>} describes a new stack. Default hf-eager."),
 }
 """Keys of the config layer that are not Workload fields: dotted key -> (type, meaning)."""
 
@@ -132,9 +134,9 @@ def schema() -> dict[str, dict[str, type]]:
 
 
 def frameworks() -> tuple[str, ...]:
-    """Allowed `framework` values: the software-stack families the learned model knows
-    (perfmodel.workload.FRAMEWORKS), and 'other' (what it maps anything else to)."""
-    return (*FRAMEWORKS, "other")
+    """Named `framework` values: the catalog's recipes (perfmodel/catalog/frameworks/; aliases and
+    custom recipes are accepted too, and an unknown name is costed with the `other` recipe)."""
+    return framework_names()
 
 
 def _name(key: Any) -> str:
@@ -240,15 +242,16 @@ def validate(raw: dict[str, Any]) -> Checked:
             continue
         if key == "framework":
             try:
-                name = _coerce("framework", value, str)
+                raw_name = value if isinstance(value, dict) else _coerce("framework", value, str)
+                name, recipe, note = resolve_framework(raw_name)
             except ConfigError as exc:
                 problem("framework", str(exc))
                 continue
-            issue = choice_problem("framework", name, frameworks())
-            if issue:
-                problem("framework", issue)
-            else:
-                out["framework"] = name
+            out["framework"] = name
+            if recipe is not None:
+                out["framework_recipe"] = recipe
+            if note:
+                checked.notes.append(note)
             continue
         if not isinstance(value, dict):
             example = next(iter(schema()[key]))
@@ -351,4 +354,13 @@ def workload_to_native(w: Workload) -> dict[str, Any]:
     model = {k: v for k, v in dataclasses.asdict(w.model).items() if v is not None}
     training = {k: v for k, v in dataclasses.asdict(w.training).items() if v is not None}
     hardware = {"gpu": w.gpu.name, **dataclasses.asdict(w.parallel)}
-    return {"model": model, "training": training, "hardware": hardware, "framework": w.framework}
+    return {"model": model, "training": training, "hardware": hardware, "framework": _framework_value(w)}
+
+
+def _framework_value(w: Workload) -> Any:
+    """The workload's `framework:` as a config says it: the name, or the whole recipe when it is a
+    custom one (so that reading it back gives the same recipe)."""
+    if w.recipe is None or resolve_framework(w.framework)[1] == w.recipe:
+        return w.framework
+    fields = dataclasses.asdict(w.recipe)
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in fields.items() if k not in ("aliases", "sources")}

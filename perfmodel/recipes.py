@@ -1,0 +1,160 @@
+"""Frameworks as kernel recipes (DESIGN.md, "Modeling approach"): what a training stack runs for one
+step, described by its parts instead of its name, so that a framework with no training rows is
+still costed from what it does.
+
+A recipe says which kernel kinds run as one hand-written fused kernel (Liger, unsloth, Transformer
+Engine, apex) and which run op by op (eager PyTorch), whether torch.compile fuses the rest, the
+attention kernel, the optimizer implementation and its state format, how the loss over the
+vocabulary is computed, and the framework's own host work per step. The analytic step model, the
+memory model and the learned residual's features all read the recipe, never the framework's name.
+
+The recipes are data: one YAML file per framework under `perfmodel/catalog/frameworks/`, each
+field with its source (`perfmodel.catalog.frameworks` loads them). This module only defines the
+record and its checks (it sits at the workload layer: the Workload may carry a custom recipe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfmodel.errors import ConfigError, quote
+
+FUSABLE_KINDS = ("norm", "activation", "rotary", "elementwise", "loss", "embedding")
+"""Kernel kinds a recipe may run as one fused kernel (names of `perfmodel.kernels.work.KERNEL_KINDS`):
+normalisation, activation/gating, rotary embedding, residual and other elementwise work, the loss
+over the vocabulary (a fused linear cross-entropy: the logits are never materialised), the
+embedding backward."""
+
+ATTENTION_DEFAULTS = ("sdpa", "flash", "eager")
+"""Attention kernels a recipe may default to (perfmodel.workload.ATTENTION_KERNELS)."""
+
+OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
+"""torch.optim implementations (PyTorch docs, torch.optim "Algorithms": for-loop, foreach
+(multi-tensor), fused (one kernel for all parameters)); apex / DeepSpeed FusedAdam is 'fused'."""
+
+OPTIMIZER_STATES = ("fp32", "8bit", "paged-8bit")
+"""How optimizer states are stored: fp32 (torch.optim), 8-bit block-wise (bitsandbytes Adam8bit),
+8-bit paged to host memory under pressure (bitsandbytes PagedAdamW8bit)."""
+
+LOSS_MODES = ("materialized", "chunked", "fused-linear")
+"""How the loss over the vocabulary runs: `materialized` (the full tokens x vocab logits, upcast
+to fp32, then cross-entropy: Hugging Face ForCausalLMLoss), `chunked` (logits and loss computed
+in chunks: torchtune CEWithChunkedOutputLoss, litgpt chunked_cross_entropy; the same work in more
+kernels, less memory at once), `fused-linear` (LM head and loss in one kernel that never writes the
+logits: Liger fused_linear_cross_entropy, unsloth)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameworkRecipe:
+    """One training stack as the kernels it runs (all fields are defaults a config can override
+    where it has a key for them: training.attention_kernel, training.torch_compile,
+    training.fused_cross_entropy)."""
+
+    name: str
+    """The key users type (`framework: NAME`)."""
+    title: str = ""
+    """One line saying what the stack is."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings that resolve to this recipe (lower case)."""
+    family: str = "other"
+    """The learned model's category for this stack (perfmodel.workload.FRAMEWORKS, or 'other'): the
+    only place a name survives, for rows whose stack the recipe does not describe fully."""
+    fused: tuple[str, ...] = ()
+    """Kernel kinds run as one hand-written fused kernel (subset of FUSABLE_KINDS)."""
+    compile: bool = False
+    """torch.compile (Inductor) on by default: the elementwise work between matmuls is fused."""
+    attention: str = "sdpa"
+    """Default attention kernel (one of ATTENTION_DEFAULTS)."""
+    optimizer_impl: str = "foreach"
+    """Optimizer implementation on a GPU (one of OPTIMIZER_IMPLS); a CPU runs the for-loop one."""
+    optimizer_state: str = "fp32"
+    """How optimizer states are stored (one of OPTIMIZER_STATES)."""
+    optimizer_in_backward: bool = False
+    """The optimizer step runs inside backward, parameter by parameter, so gradients of the whole
+    model are never held at once (torchtune optimizer_in_bwd, LOMO)."""
+    loss: str = "materialized"
+    """How the loss over the vocabulary runs (one of LOSS_MODES)."""
+    native_norm: bool = False
+    """RMSNorm is torch.nn.RMSNorm, which runs as one ATen kernel per phase on CUDA (`_fused_rms_norm`),
+    not written op by op as Hugging Face's LlamaRMSNorm is."""
+    lora_fused: bool = False
+    """LoRA adapters run in fused custom autograd functions (unsloth fast_lora), not as separate
+    dropout / matmul / scale / add ops."""
+    activation_offload: bool = False
+    """Checkpointed activations are offloaded to host memory (unsloth's gradient checkpointing,
+    torchtune enable_activation_offloading)."""
+    host_s_per_micro_batch: float = 0.0
+    """The framework's own host work per micro-batch beyond launching the model's kernels (s)."""
+    host_s_per_step: float = 0.0
+    """The framework's own host work per optimizer step (logging, callbacks, scheduler) (s)."""
+    launch_scale: float = 1.0
+    """Host cost of one kernel launch relative to eager PyTorch's dispatch (CUDA graphs: ~0)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Field name -> where the value comes from."""
+    notes: str = ""
+    """What the recipe leaves out or assumes."""
+
+    def __post_init__(self) -> None:
+        where = f"framework recipe {self.name!r}"
+        for kind in self.fused:
+            if kind not in FUSABLE_KINDS:
+                raise ConfigError(f"{where}: fused kind {quote(kind)} is not one of {', '.join(FUSABLE_KINDS)}")
+        for attr, allowed in (
+            ("attention", ATTENTION_DEFAULTS),
+            ("optimizer_impl", OPTIMIZER_IMPLS),
+            ("optimizer_state", OPTIMIZER_STATES),
+            ("loss", LOSS_MODES),
+        ):
+            value = getattr(self, attr)
+            if value not in allowed:
+                raise ConfigError(f"{where}: {attr} must be one of {', '.join(allowed)}, got {quote(value)}")
+        for attr in ("host_s_per_micro_batch", "host_s_per_step", "launch_scale"):
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:
+                raise ConfigError(f"{where}: {attr} must be a number between 0 and 10, got {quote(value)}")
+
+    def fuses(self, kind: str) -> bool:
+        """True when kernel kind `kind` runs as one fused kernel (hand-written, or by torch.compile
+        for the elementwise kinds)."""
+        return kind in self.fused or (self.compile and kind in ("norm", "activation", "rotary", "elementwise"))
+
+    def describe(self) -> str:
+        """One line for assumptions: name, title and the parts that matter."""
+        parts = [f"attention {self.attention}", f"optimizer {self.optimizer_impl}"]
+        if self.fused:
+            parts.append("fused " + "/".join(self.fused))
+        if self.compile:
+            parts.append("torch.compile")
+        if self.loss != "materialized":
+            parts.append(f"loss {self.loss}")
+        if self.optimizer_state != "fp32":
+            parts.append(f"{self.optimizer_state} optimizer states")
+        return f"{self.name} ({self.title}: {', '.join(parts)})" if self.title else self.name
+
+
+RECIPE_FIELDS = tuple(f for f in FrameworkRecipe.__dataclass_fields__ if f not in ("name", "sources", "notes"))
+"""Fields a config's custom recipe may set (`framework: {name: ..., base: ..., <field>: ...}`)."""
+
+
+def recipe_from_mapping(data: dict[str, Any], *, where: str) -> FrameworkRecipe:
+    """A recipe from a mapping (a catalog file or a config's custom recipe): lists become tuples,
+    unknown keys are an error naming them."""
+    allowed = set(FrameworkRecipe.__dataclass_fields__)
+    unknown = sorted(str(k) for k in data if k not in allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown recipe key {quote(unknown[0])}; allowed: {', '.join(sorted(allowed))}"
+        )
+    values = dict(data)
+    for key in ("aliases", "fused"):
+        if key in values:
+            raw = values[key] or ()
+            if isinstance(raw, str) or not all(isinstance(x, str) for x in raw):
+                raise ConfigError(f"{where}: {key} must be a list of names, got {quote(raw)}")
+            values[key] = tuple(str(x).lower() if key == "aliases" else str(x) for x in raw)
+    if "sources" in values:
+        values["sources"] = {str(k): str(v) for k, v in (values["sources"] or {}).items()}
+    if not isinstance(values.get("name"), str) or not values["name"].strip():
+        raise ConfigError(f"{where}: a recipe needs a name")
+    return FrameworkRecipe(**values)
