@@ -20,31 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("perfmodel", "collectors")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "base",
-        (
-            "perfmodel",
-            "perfmodel.errors",
-            "perfmodel.paths",
-            "perfmodel.schema",
-            "perfmodel.workload",
-            "perfmodel.interval",
-            "perfmodel.safe_yaml",
-            "perfmodel.measure.storage",
-        ),
-    ),  # fmt: skip
-    ("catalog/analytic", ("perfmodel.catalog", "perfmodel.analytic", "perfmodel.codec")),
+    ("base", ("perfmodel", "perfmodel.errors", "perfmodel.paths", "perfmodel.schema", "perfmodel.workload",
+              "perfmodel.recipes", "perfmodel.interval", "perfmodel.safe_yaml", "perfmodel.measure.storage",
+              "perfmodel.kernels.census", "perfmodel.kernels.work")),
+    ("catalog/analytic", ("perfmodel.catalog", "perfmodel.analytic", "perfmodel.kernels", "perfmodel.codec")),
     ("measure", ("perfmodel.measure",)),
     ("config", ("perfmodel.config", "perfmodel.request")),
     ("learn", ("perfmodel.features", "perfmodel.learn", "perfmodel.tracking", "perfmodel.dataset")),
     ("prediction", ("perfmodel.prediction",)),
-    (
-        "decide/run/monitor",
-        ("perfmodel.decide", "perfmodel.run", "perfmodel.monitor", "perfmodel.ingest", "perfmodel.memcheck"),
-    ),  # fmt: skip
+    ("decide/run/monitor", ("perfmodel.decide", "perfmodel.run", "perfmodel.monitor", "perfmodel.ingest",
+                            "perfmodel.memcheck")),
     ("api/collectors", ("perfmodel.api", "collectors")),
     ("service/cli", ("perfmodel.service", "perfmodel.cli", "perfmodel.__main__")),
-)
+)  # fmt: skip
 """Bottom to top: (layer, module prefixes); the longest prefix that matches a module decides."""
 
 SHIMS = {("collectors.__main__", "perfmodel.cli"), ("collectors.__main__", "perfmodel.cli._common")}

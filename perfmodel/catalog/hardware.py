@@ -87,7 +87,7 @@ def get_gpu(name: str) -> GPUSpec:
 
 def _measured_host_ids() -> dict[str, str]:
     """Normalised hardware id -> hardware id of every host with a fingerprint in the raw folder."""
-    return {norm(str(f["hardware_id"])): str(f["hardware_id"]) for f in _fingerprints(str(_raw_dir())) if f.get("hardware_id")}
+    return {norm(h.hardware_id): h.hardware_id for h in _hosts(str(_raw_dir())) if h.hardware_id}
 
 
 def local_cpu_note(spec: GPUSpec | None = None) -> str:

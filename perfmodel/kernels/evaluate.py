@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.kernels.efficiency import build_design, fit_efficiency
+from perfmodel.kernels.efficiency import build_design
+from perfmodel.kernels.fitting import fit_efficiency
 from perfmodel.kernels.table import pairs_of_table
 
 TARGET_MEDIAN_APE = 0.10
