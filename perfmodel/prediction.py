@@ -19,11 +19,14 @@ from perfmodel import __version__
 from perfmodel.analytic import AnalyticEstimate, estimate
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
+from perfmodel.config.source import resolve_workload
 from perfmodel.errors import ConfigError
 from perfmodel.interval import Interval, floored
 from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
+from perfmodel.learn.registry import registered_model_dir
 from perfmodel.learn.shipped import Correction, Corrector, learned_step_interval, load_shipped_model
 from perfmodel.paths import model_dir as default_model_dir
+from perfmodel.request import RunRequest
 from perfmodel.workload import Workload
 
 WARNING_PREFIX = "warning: "
@@ -156,6 +159,23 @@ def predict(
 ) -> PredictedRun:
     """Predict one training run. `model_dir` defaults to the shipped models/ folder."""
     return predict_many([workload], confidence=confidence, model_dir=model_dir, use_learned=use_learned)[0]
+
+
+def predictor_options(request: RunRequest) -> dict[str, Any]:
+    """The predictor's keywords for a request: `confidence`, `model_dir` (a `model_uri` looked up
+    in the registry, `perfmodel.learn.registry`) and `use_learned`."""
+    model_dir = request.model_dir
+    if request.model_uri is not None:
+        if model_dir is not None:
+            raise ConfigError("give --model-dir or --model-uri, not both")
+        model_dir = registered_model_dir(request.model_uri)
+    return {"confidence": request.confidence, "model_dir": model_dir, "use_learned": request.use_learned}
+
+
+def predict_request(request: RunRequest) -> PredictedRun:
+    """Predict a run request: its Workload (`perfmodel.config.resolve_workload`) with its
+    predictor options."""
+    return predict(resolve_workload(request), **predictor_options(request))
 
 
 def predict_many(

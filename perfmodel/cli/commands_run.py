@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from perfmodel.cli import _common
+from perfmodel.request import RunRequest
 
 Opt = typer.Option
 
@@ -45,8 +46,9 @@ def _table(title: str) -> Any:
 # --- probe ------------------------------------------------------------------------------------
 
 
+@_common.run_options(exclude=("analytic",))
 def probe_command(
-    config: Annotated[Path, Opt("--config", "-c", help="Native perfmodel YAML or a Ludwig config.")],
+    request: RunRequest,
     steps: Annotated[int, Opt("--steps", min=10, help="Measured steps after warm-up (>= 10).")] = 10,
     device: Annotated[
         Optional[str], Opt("--device", help="cpu, cuda or cuda:N (default: a GPU when there is one).")
@@ -55,13 +57,6 @@ def probe_command(
         float,
         Opt("--budget-s", min=1.0, help="Wall-time budget in s: the probe is sized to it and stops at it."),
     ] = 120.0,
-    set_: Annotated[
-        Optional[list[str]], Opt("--set", help="Override a config key (repeatable), as in predict.")
-    ] = None,
-    confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
-    model_dir: Annotated[
-        Optional[Path], Opt("--model-dir", help="Learned model folder (default: the shipped models/).")
-    ] = None,
     out: Annotated[
         Optional[Path],
         Opt("--out", help="Shard folder for the measured row (default: the collectors' folder)."),
@@ -79,17 +74,18 @@ def probe_command(
 ) -> None:
     """Run a few real steps of the config on this machine (scaled down when it does not fit), then
     update the prediction: measured step time x the model's ratio for what differs."""
-    from perfmodel.config import load_workload
+    from perfmodel.config import resolve_workload
+    from perfmodel.prediction import predictor_options
     from perfmodel.run.probe import probe_workload
 
-    workload = load_workload(config, overrides=set_ or [])
+    predictor = predictor_options(request)
     result = probe_workload(
-        workload,
+        resolve_workload(request),
         steps=steps,
         device=device,
         budget_s=budget_s,
-        confidence=confidence,
-        model_dir=model_dir,
+        confidence=predictor["confidence"],
+        model_dir=predictor["model_dir"],
         keep=keep,
         out_dir=out,
         record_path=record,

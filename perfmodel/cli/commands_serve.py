@@ -75,7 +75,7 @@ def serve_command(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
     if model_uri is not None:
-        from perfmodel.service.model_source import parse_model_uri
+        from perfmodel.learn.registry import parse_model_uri
 
         parse_model_uri(model_uri)  # a malformed URI is a one-line error before the server starts
     # Every process, the only one or one of N, builds its app from the settings in the environment.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfmodel.decide.source import ConfigSource, get_dotted
+from perfmodel.config.source import ConfigSource, get_dotted
 from perfmodel.errors import PerfModelError
 
 _QUANT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}

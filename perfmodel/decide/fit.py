@@ -12,11 +12,12 @@ suggestions, all in one call of the learned model.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfmodel.config.source import ConfigSource
 from perfmodel.decide.outcome import Outcome
 from perfmodel.workload import Workload
 
@@ -173,12 +174,12 @@ def suggest_fits(
     use_learned: bool = True,
     max_gpus: int = 1024,
     gpu_counts: Iterable[int] = GPU_COUNTS,
-    config: str | Path | Mapping[str, Any] | None = None,
+    source: ConfigSource | None = None,
 ) -> FitReport:
     """What would make `w` fit, each with its predicted time: the largest micro-batch (gradient
     accumulation raised to keep the global batch), the same with activation checkpointing (when
     off), and the fewest GPUs up to `max_gpus` with the least sharding that fits. Given the config
-    (file or mapping) `w` came from, a Ludwig config's suggestions are also written in Ludwig's keys."""
+    `w` came from (its `ConfigSource`), a Ludwig config's suggestions are also written in Ludwig's keys."""
     options = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
     if fits(w):
         return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w), suggestions=())
@@ -259,18 +260,14 @@ def suggest_fits(
     suggestions = [
         FitSuggestion(outcome=outcome, **fields) for (_, fields), outcome in zip(found, outcomes, strict=True)
     ]
-    if config is not None:
-        suggestions = [_in_dialect(s, w, config) for s in suggestions]
+    if source is not None and source.dialect != "native":
+        suggestions = [_in_dialect(s, w, source) for s in suggestions]
     return FitReport(fits=False, max_micro_batch_size=top, suggestions=tuple(suggestions), notes=tuple(notes))
 
 
-def _in_dialect(s: FitSuggestion, w: Workload, config: str | Path | Mapping[str, Any]) -> FitSuggestion:
+def _in_dialect(s: FitSuggestion, w: Workload, source: ConfigSource) -> FitSuggestion:
     from perfmodel.decide.express import express
-    from perfmodel.decide.source import ConfigSource
 
-    source = ConfigSource.load(config)
-    if source.dialect == "native":
-        return s
     expressed = express(s.changes, source, w.parallel.num_gpus, w.parallel.strategy)
     if expressed is None:
         return s

@@ -41,6 +41,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from perfmodel.errors import ConfigError, PerfModelError, clip
+from perfmodel.request import RunRequest
 from perfmodel.service import requests as rq
 from perfmodel.service.model_source import FixedModel, LoadedModel, RegistryFollower
 from perfmodel.service.settings import ServiceSettings
@@ -191,47 +192,21 @@ def _changes(overrides: Mapping[str, Any] | list[str] | None) -> dict[str, Any]:
     }
 
 
-def _options(req: Any, model: LoadedModel) -> dict[str, Any]:
-    return {
-        "confidence": req.confidence,
-        "model_dir": model.model_dir,
-        "use_learned": model.use_learned and not req.analytic,
-    }
+def run_request(
+    req: rq.RunOptions, model: LoadedModel, config: Mapping[str, Any] | None, changes: Mapping[str, Any] | None = None
+) -> RunRequest:
+    """The run request of a body: its config (a mapping: server paths refused, with the body's
+    `set` and a sweep's `changes`) and options, predicted with the model this server serves."""
+    rq.refuse_server_paths(config, {**_changes(req.overrides), **(changes or {})})
+    options = {**req.options(), "model_dir": model.model_dir}
+    options["analytic"] = req.analytic or not model.use_learned
+    return RunRequest.of(config, **options)
 
 
 def predict_job(req: rq.RunRequest, model: LoadedModel) -> dict[str, Any]:
     from perfmodel.api import predict_document
 
-    config = _config(req.config)
-    rq.refuse_server_paths(config, _changes(req.overrides))
-    return predict_document(
-        config,
-        gpu=req.gpu,
-        num_gpus=req.num_gpus,
-        tokens=req.tokens,
-        rows=req.rows,
-        set=req.overrides,
-        price_per_gpu_hour=req.price_per_gpu_hour,
-        **_options(req, model),
-    )
-
-
-def _decide_inputs(
-    req: rq.RunRequest, model: LoadedModel, changes: Mapping[str, Any] | None = None
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The config (server paths refused) and the keyword arguments sweep and advise take."""
-    from perfmodel.api import overrides_from
-
-    config = _config(req.config)
-    rq.refuse_server_paths(config, {**_changes(req.overrides), **(changes or {})})
-    common = {
-        "overrides": overrides_from(req.overrides, gpu=req.gpu, num_gpus=req.num_gpus),
-        "tokens": req.tokens,
-        "rows": req.rows,
-        "price_per_gpu_hour": req.price_per_gpu_hour,
-        **_options(req, model),
-    }
-    return config, common
+    return predict_document(run_request(req, model, _config(req.config)))
 
 
 def sweep_job(req: rq.SweepRequest, model: LoadedModel, max_points: int) -> dict[str, Any]:
@@ -245,14 +220,12 @@ def sweep_job(req: rq.SweepRequest, model: LoadedModel, max_points: int) -> dict
         raise ConfigError(
             f"the sweep has {points:,} points; this server answers at most {max_points:,} per request"
         )
-    config, common = _decide_inputs(req, model, vary)
-    return dict(sweep(config, vary, **common).to_json())
+    return dict(sweep(run_request(req, model, _config(req.config), vary), vary).to_json())
 
 
 def advise_job(req: rq.AdviseRequest, model: LoadedModel) -> dict[str, Any]:
     from perfmodel.decide.advise import advise
 
-    config, common = _decide_inputs(req, model)
     search: dict[str, Any] = {
         "deadline_s": req.deadline_s,
         "budget_usd": req.budget_usd,
@@ -261,11 +234,10 @@ def advise_job(req: rq.AdviseRequest, model: LoadedModel) -> dict[str, Any]:
         "conservative": req.conservative,
         "top": req.top,
     }
-    return dict(advise(config, **search, **common).to_json())
+    return dict(advise(run_request(req, model, _config(req.config)), **search).to_json())
 
 
 def compare_job(req: rq.CompareRequest, model: LoadedModel, max_configs: int) -> dict[str, Any]:
-    from perfmodel.api import overrides_from
     from perfmodel.decide.compare import compare
 
     if len(req.configs) > max_configs:
@@ -274,16 +246,8 @@ def compare_job(req: rq.CompareRequest, model: LoadedModel, max_configs: int) ->
         )
     configs = [_config(c, f"configs[{i}]") or {} for i, c in enumerate(req.configs)]
     for config in configs:
-        rq.refuse_server_paths(config, _changes(req.overrides))
-    result = compare(
-        configs,
-        overrides=overrides_from(req.overrides),
-        tokens=req.tokens,
-        rows=req.rows,
-        price_per_gpu_hour=req.price_per_gpu_hour,
-        **_options(req, model),
-    )
-    return dict(result.to_json())
+        rq.refuse_server_paths(config, {})
+    return dict(compare(configs, request=run_request(req, model, None)).to_json())
 
 
 def gpu_catalog() -> list[dict[str, Any]]:

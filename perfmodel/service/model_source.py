@@ -25,7 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.errors import PerfModelError
+from perfmodel.learn.registry import parse_model_uri
 
 _log = logging.getLogger("perfmodel.service")
 
@@ -177,20 +178,6 @@ class FixedModel:
 
     def status(self) -> dict[str, Any]:
         return {"follows": None, "last_error": self._error}
-
-
-def parse_model_uri(uri: str) -> tuple[str, str | None, str | None]:
-    """'models:/NAME@ALIAS' -> (NAME, ALIAS, None); 'models:/NAME/VERSION' -> (NAME, None, VERSION)."""
-    body = uri[len("models:/") :] if uri.startswith("models:/") else ""
-    if "@" in body:
-        name, alias = body.rsplit("@", 1)
-        if name and alias and "/" not in alias:
-            return name, alias, None
-    elif "/" in body:
-        name, version = body.rsplit("/", 1)
-        if name and version.isdigit():
-            return name, None, version
-    raise ConfigError(f"--model-uri must look like models:/NAME@ALIAS or models:/NAME/VERSION, got {uri!r}")
 
 
 class RegistryFollower:
