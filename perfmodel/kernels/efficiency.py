@@ -77,6 +77,11 @@ class EfficiencyParams:
     def get(self, name: str, default: float) -> float:
         return float(self.values.get(name, default))
 
+    @functools.cached_property
+    def key(self) -> tuple[tuple[str, float], ...]:
+        """The values as a hashable key (kernel times are cached by it)."""
+        return tuple(sorted(self.values.items()))
+
     def to_dict(self) -> dict[str, Any]:
         return {"values": dict(sorted(self.values.items())), "fitted_on": list(self.fitted_on), "rows": self.rows,
                 "notes": self.notes}  # fmt: skip
@@ -405,18 +410,35 @@ def kernel_time(work: KernelWork, gpu: GPUSpec, params: EfficiencyParams | None 
     return kernel_times([work], gpu, params)[0]
 
 
+_CACHE: dict[tuple[Any, ...], KernelTime] = {}
+_CACHE_MAX = 200_000
+"""Kernel times already computed, by (work, accelerator specs, parameters): a sweep or a service
+prices the same kernels again and again."""
+
+
+def _gpu_key(gpu: GPUSpec) -> tuple[Any, ...]:
+    return (gpu.name, gpu.vendor, gpu.hbm_bandwidth_gb_per_s, gpu.sm_count, gpu.tdp_w,
+            tuple(sorted(gpu.peak_tflops.items())), tuple(sorted(gpu.measured.items())))  # fmt: skip
+
+
 def kernel_times(
     works: list[KernelWork], gpu: GPUSpec, params: EfficiencyParams | None = None
 ) -> list[KernelTime]:
-    """`kernel_time` of each work on one accelerator, in one vectorised pass."""
+    """`kernel_time` of each work on one accelerator; the ones not computed before in one
+    vectorised pass."""
     p = params or load_efficiency()
-    d = build_design([(w, gpu) for w in works])
-    raw = predict_design(d, p.values)
-    seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
-    return [
-        KernelTime(seconds=float(s), floor_s=float(fl), efficiency=float(fl / s))
-        for s, fl in zip(seconds, d.floor, strict=True)
-    ]
+    base = (_gpu_key(gpu), p.key)
+    keys = [(w, *base) for w in works]
+    todo = [i for i, k in enumerate(keys) if k not in _CACHE]
+    if todo:
+        d = build_design([(works[i], gpu) for i in todo])
+        raw = predict_design(d, p.values)
+        seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
+        if len(_CACHE) > _CACHE_MAX:
+            _CACHE.clear()
+        for i, s_, fl in zip(todo, seconds, d.floor, strict=True):
+            _CACHE[keys[i]] = KernelTime(seconds=float(s_), floor_s=float(fl), efficiency=float(fl / s_))
+    return [_CACHE[k] for k in keys]
 
 
 def floor_seconds(work: KernelWork, gpu: GPUSpec) -> float:

@@ -140,4 +140,44 @@ def render_markdown(tables: dict[str, Any], *, command: str, fit_seconds: float 
             "",
             f"One fit on every row took {fit_seconds:.2f} s on this host (the table's design cached, as in a training fold).",
         ]
+    lines += ["", *ABOUT]
     return "\n".join(lines) + "\n"
+
+
+ABOUT = """## What is fitted, on what
+
+The model (perfmodel/kernels/efficiency.py; `perfmodel kernels show` prints its parameters):
+memory-bound kinds stream `bytes_moved` (what the eager modules really dispatch, counted by
+bench/kernel_census.py) at the datasheet bandwidth times a vendor share, capped per SM, times a
+factor per kind, variant, implementation and phase, plus a time per launch; GEMM-like kinds run
+each of their GEMMs at `peak x eta_max x wave utilisation x k / (k + k0)`, where `eta_max` is the
+measured matmul ceiling when the catalog has one and otherwise a logistic function of the vendor,
+tensor cores, W per peak TFLOP/s and board W. Nothing reads an accelerator's name. The fit
+(perfmodel/kernels/fitting.py) is log-time least squares with scipy; each source's timing protocol
+(a fixed latency per timed call, the host's dispatch rate) is fitted apart and is not part of
+`kernel_time`.
+
+The kernel table (datasets/kernels/REPORT.md lists its rows per source, kind and accelerator):
+- Liger-Kernel's benchmark CSVs (eager Hugging Face / PyTorch modules against Liger, Megatron and
+  torch.compile kernels; A100, H100, B200, RTX 3090; bf16 and fp32),
+- NeuSight's operator datasets and per-op training traces (fp32; P4, P100, T4, V100, A100 PCIe,
+  A100 SXM, L4, H100, MI100, MI210, MI250),
+- the MAMF matmul ceilings of stas00/ml-engineering (bf16 / fp8, 18 accelerators),
+- FlashAttention-2 forward on A100 (liangan1/GPU_travel) and NeuSight's fp16 bmm check on H100,
+- this project's CPU micro-benchmarks (one host: no held-out fold).
+
+Looked for and not imported: Baidu DeepBench (baidu-research/DeepBench results/train/*.xlsx: GEMM,
+convolution and RNN times on P100, V100, T4, 1080 Ti, Titan X/Xp, M40, MI25, Vega FE) is in
+spreadsheets, which the project cannot read without a new dependency, and covers 2016-2019 GPUs
+that NeuSight's sweeps already cover; cutlass_profiler outputs: only scripts that run it surfaced,
+no committed results; FlashAttention on RTX 4090 (apache/tvm tl_doc/flash_perf.md) gives TFLOP/s
+without batch or heads, so no call time; FlashAttention-3 on H100 is published as plots. The MAMF
+table gives only each accelerator's best shape. There are no public kernel timings of optimizer
+steps, dequantization or convolutions in the table: those kinds are priced with the shared
+streaming / GEMM terms.
+
+Why the target is not met: a kind measured on two or three accelerators (loss, rotary, the fused
+kernels) is predicted for one of them from the other one or two, and each generation's eager
+kernels reach a different share of their bandwidth (B200's eager PyTorch kernels 16-27% of 8 TB/s,
+an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand.
+""".splitlines()
