@@ -33,6 +33,7 @@ def collect(
     **kw: Any,
 ) -> CollectResult:
     """Run a collection profile; see collectors.harness.collect (out_dir None: perfmodel.paths.raw_dir())."""
+    # loaded on first use (PEP 562): importing the package stays light
     from collectors.harness import collect as _collect
 
     return _collect(profile, out_dir=out_dir, budget_s=budget_s, device=device, **kw)
@@ -40,6 +41,7 @@ def collect(
 
 def __getattr__(name: str) -> Any:
     if name == "CollectResult":
+        # loaded on first use (PEP 562): importing the package stays light
         from collectors.harness import CollectResult
 
         return CollectResult

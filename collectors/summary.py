@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from perfmodel import paths
 from perfmodel.measure.storage import list_shards, parse_shard_name, read_rows
 
 
@@ -17,8 +18,6 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 def summarize(out_dir: str | Path | None = None) -> str:
     """The summary of `out_dir` (default perfmodel.paths.raw_dir()). DataError on a damaged shard."""
-    from perfmodel import paths
-
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()
     parts: list[str] = []
     hosts = []

@@ -34,7 +34,6 @@ def _plan_of(
 
 def _fixed_predictions(monkeypatch: pytest.MonkeyPatch, step_s: float = 0.5, high_s: float = 0.6) -> None:
     """Every configuration is predicted at `step_s` per step (interval up to `high_s`), fitting."""
-    import perfmodel.prediction
 
     def predict(workload, model_dir=None):
         return SimpleNamespace(
@@ -44,7 +43,7 @@ def _fixed_predictions(monkeypatch: pytest.MonkeyPatch, step_s: float = 0.5, hig
             fits_in_memory=True,
         )
 
-    monkeypatch.setattr(perfmodel.prediction, "predict", predict)
+    monkeypatch.setattr(plan_mod, "predict", predict)
 
 
 def _tiny(i: int, **kw: object) -> SliceConfig:

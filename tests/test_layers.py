@@ -1,5 +1,6 @@
 """The import structure (STYLE.md "Layers"): imports point down the data flow only, there are no
-circles, and an import inside a function guards a heavy third-party package and says why.
+circles, and an import inside a function says why it is there (a heavy third-party package, a
+command's library loaded when it runs, an optional extra) in a one-line comment.
 
 Every `import` of `perfmodel` and `collectors` is read with `ast` (at module level, inside
 functions, under `if TYPE_CHECKING:` alike: a circle of type-only imports is still a circle for a
@@ -37,14 +38,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 SHIMS = {("collectors.__main__", "perfmodel.cli"), ("collectors.__main__", "perfmodel.cli._common")}
 """Imports allowed to point up: `python -m collectors` is `perfmodel collect` (one command line)."""
-
-HEAVY = (
-    "torch", "mlflow", "lightgbm", "transformers", "ray", "fastapi", "uvicorn", "starlette", "matplotlib",
-    "mapie", "sklearn", "pandas", "pyarrow", "numpy", "scipy", "pynvml", "ludwig", "peft", "datasets",
-    "yaml", "rich", "typer", "pydantic", "filelock", "psutil", "accelerate", "huggingface_hub",
-)  # fmt: skip
-"""Third-party packages worth importing late (each is 10 ms to seconds of a cold start, or
-optional); an import inside a function of anything else needs a reason too."""
 
 
 @dataclass(frozen=True)
@@ -162,11 +155,16 @@ def upward_imports() -> list[str]:
 
 
 def circles() -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    """The circles of the project's imports (the shims left out)."""
     graph: dict[str, set[str]] = {m: set() for m in module_files()}
     for imp in project_imports():
         if (imp.module, imp.target) not in SHIMS:
             graph[imp.module].add(imp.target)
+    return components(graph)
+
+
+def components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -204,22 +202,60 @@ def circles() -> list[list[str]]:
     return found
 
 
+PENDING = frozenset(
+    # other work is changing these files right now (issues 21, 24, 27, 28): their function-level
+    # imports get their reasons (or move up) once that work has merged; remove entries then
+    (
+        "perfmodel/analytic/__init__.py", "perfmodel/analytic/conventions.py", "perfmodel/analytic/gbm.py",
+        "perfmodel/analytic/roofline.py", "perfmodel/analytic/step.py", "perfmodel/features.py",
+        "perfmodel/learn/conformal.py", "perfmodel/learn/data.py", "perfmodel/learn/evaluate.py",
+        "perfmodel/learn/fit.py", "perfmodel/learn/interval_policy.py", "perfmodel/learn/metrics.py",
+        "perfmodel/learn/plots.py", "perfmodel/learn/regimes.py", "perfmodel/learn/regressor.py",
+        "perfmodel/learn/run_record.py", "perfmodel/learn/shipped.py", "perfmodel/learn/spread.py",
+        "perfmodel/learn/train.py", "perfmodel/tracking.py",
+        "perfmodel/config/ludwig.py", "perfmodel/config/ludwig_defaults.py", "perfmodel/config/ludwig_ecd.py",
+        "perfmodel/config/ludwig_features.py", "perfmodel/config/ludwig_schema.py",
+        "perfmodel/config/ludwig_trainer.py", "perfmodel/monitor/eta.py",
+        "perfmodel/config/docs.py", "perfmodel/config/hf_args.py", "perfmodel/recipes.py", "perfmodel/workload.py",
+        "collectors/fleet/__init__.py", "collectors/fleet/cluster.py", "collectors/fleet/driver.py",
+        "collectors/fleet/plan.py", "perfmodel/cli/commands_collect.py", "perfmodel/config/build.py",
+        "perfmodel/config/overrides.py", "perfmodel/safe_yaml.py", "perfmodel/decide/search.py",
+        "perfmodel/ingest.py", "perfmodel/monitor/core.py", "perfmodel/monitor/hf.py",
+        "perfmodel/monitor/readers.py", "perfmodel/monitor/watch.py",
+    )
+)  # fmt: skip
+"""Files whose function-level imports are not checked yet (see the comment)."""
+
+
 def late_imports_without_reason() -> list[str]:
-    """Function-level imports of project modules or light packages with no comment saying why."""
-    names = module_files()
+    """Function-level imports with no comment saying why, on a line of its block of imports
+    (consecutive import statements, blank lines between them allowed) or the line above it; an
+    import under `try:` (an optional package) says why by its `except ImportError`."""
     out = []
-    for module, path in names.items():
-        lines = path.read_text().splitlines()
-        for node, in_function, type_only in _imports_of(ast.parse("\n".join(lines), str(path))):
-            if not in_function or type_only:
-                continue
-            first = (node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name
-            if node.level == 0 if isinstance(node, ast.ImportFrom) else True:
-                if first.split(".")[0] in HEAVY:
-                    continue
-            if "#" in lines[node.lineno - 1] or "#" in lines[node.lineno - 2]:
-                continue
-            out.append(f"{module}:{node.lineno} imports {first or '.'} inside a function without a reason")
+    for module, path in module_files().items():
+        if str(path.relative_to(ROOT)) not in PENDING:
+            out += _late_in(module, path.read_text().splitlines())
+    return out
+
+
+def _late_in(module: str, lines: list[str]) -> list[str]:
+    tree = ast.parse("\n".join(lines), module)
+    in_try = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) for b in t.body for n in ast.walk(b)}
+    late = [node for node, in_function, type_only in _imports_of(tree) if in_function and not type_only]
+    late = [node for node in late if id(node) not in in_try]
+    import_lines = {k for n in late for k in range(n.lineno - 1, n.end_lineno or n.lineno)}
+    out = []
+    for node in late:
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        while first > 0 and (first - 1 in import_lines or not lines[first - 1].strip()):
+            first -= 1
+        while last + 1 < len(lines) and (last + 1 in import_lines or not lines[last + 1].strip()):
+            last += 1
+        said = any("#" in lines[k] for k in range(first, last + 1) if k in import_lines)
+        if said or (first > 0 and lines[first - 1].strip().startswith("#")):
+            continue
+        name = (node.module or ".") if isinstance(node, ast.ImportFrom) else node.names[0].name
+        out.append(f"{module}:{node.lineno} imports {name} inside a function without a reason")
     return out
 
 
@@ -239,6 +275,10 @@ def test_no_circles():
     assert circles() == []
 
 
+def test_a_function_level_import_guards_something_heavy_or_says_why():
+    assert late_imports_without_reason() == []
+
+
 def test_the_top_packages_import_nothing_when_imported():
     for package in PACKAGES:
         assert not [
@@ -246,7 +286,19 @@ def test_the_top_packages_import_nothing_when_imported():
         ]
 
 
-def test_the_checks_see_an_upward_import_and_a_circle():
+def test_the_checks_see_an_unexplained_late_import_and_a_circle():
+    code = "def f():\n    import json\n\n    import yaml\n    return json, yaml\n"
+    assert _late_in("m", code.splitlines()) == [
+        "m:2 imports json inside a function without a reason",
+        "m:4 imports yaml inside a function without a reason",
+    ]
+    assert _late_in("m", code.replace("import yaml", "import yaml  # why").splitlines()) == []
+    assert _late_in("m", code.replace("def f():", "def f():\n    # why").splitlines()) == []
+    assert components({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert components({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_checks_see_an_upward_import():
     assert (
         layer_of("perfmodel.prediction")
         > layer_of("perfmodel.config.native")

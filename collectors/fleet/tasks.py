@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from collectors.fleet.cluster import FleetError
-from perfmodel.measure.fingerprint import Fingerprint
+from collectors.harness import run_profile
+from collectors.profiles import build_profile
+from perfmodel.measure.configs import make_row_id
+from perfmodel.measure.device import make_device
+from perfmodel.measure.fingerprint import Fingerprint, collect_fingerprint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,8 +45,6 @@ def hooks_or_default(hooks: TaskHooks | None) -> TaskHooks:
 
 def fingerprint_task(hooks: TaskHooks) -> Fingerprint:
     """The body of a node's fingerprint task."""
-    from perfmodel.measure.fingerprint import collect_fingerprint
-
     return (hooks.fingerprint or collect_fingerprint)()
 
 
@@ -69,11 +71,6 @@ def measure_on_node(job: NodeJob) -> Iterator[dict[str, Any]]:
     harness (collectors.harness.run_profile) into a scratch folder, and yield events as it goes:
     {'event': 'start', ...}, one {'event': 'row', 'kind': 'slice' | 'microbench', 'row'} per
     measured row, and last {'event': 'done', 'result'} (a CollectResult as a dict)."""
-    from collectors.harness import run_profile
-    from collectors.profiles import build_profile
-    from perfmodel.measure.configs import make_row_id
-    from perfmodel.measure.device import make_device
-
     hooks = job.hooks
     fingerprint = fingerprint_task(hooks)
     if fingerprint.hardware_id != job.hardware_id:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
+import platform
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from perfmodel import paths
 from perfmodel.catalog.data import gpu_entries, gpu_index, norm, unknown_name
 from perfmodel.errors import CatalogError
 from perfmodel.measure.storage import MeasuredHost, measured_hosts
@@ -141,9 +144,6 @@ def gpu_entry(name: str) -> dict[str, Any]:
 
 def local_cpu_facts() -> tuple[str, int, float]:
     """(CPU model name, usable cores, host memory in GB) of this machine."""
-    import os
-    import platform
-
     model = platform.processor() or platform.machine()
     mem_gb = 0.0
     try:
@@ -187,8 +187,6 @@ def cpu_spec(model: str, cores: int, memory_gb: float, measured: dict[str, float
 
 
 def _raw_dir() -> Path:
-    from perfmodel import paths
-
     return paths.raw_dir()
 
 

@@ -92,6 +92,7 @@ class PriceQuote:
 
 @functools.cache
 def _price_table() -> dict[str, tuple[ListedPrice, ...]]:
+    # PyYAML: only when YAML is read
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

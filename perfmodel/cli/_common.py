@@ -36,12 +36,14 @@ SETTINGS = Settings()
 
 
 def stdout_console() -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.console import Console
 
     return Console()
 
 
 def stderr_console() -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.console import Console
 
     return Console(stderr=True)

@@ -6,6 +6,7 @@ result (Rich tables, or --json / --csv)."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import typer
@@ -54,6 +55,7 @@ def parse_usd(text: str, flag: str = "--budget") -> float:
 
 
 def _lean() -> None:
+    # loaded when the command runs (CLI start-up)
     from perfmodel.learn.lean_import import use_lean_import
 
     use_lean_import()  # one-shot process: keep the cold start fast
@@ -83,10 +85,12 @@ def sweep_command(
     if json_out and csv_out:
         raise typer.BadParameter("give --json or --csv, not both", param_hint="--csv")
     _lean()
+    # loaded when the command runs (CLI start-up)
     from perfmodel.decide.sweep import sweep
 
     result = sweep(request, vary)
     if plot is not None:
+        # loaded when the command runs (CLI start-up)
         from perfmodel.decide.plot import plot_sweep
 
         plot_sweep(result, plot)
@@ -95,10 +99,9 @@ def sweep_command(
         _common.print_json(result.to_json())
         return
     if csv_out:
-        import sys
-
         sys.stdout.write(result.to_csv())
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render_decide import render_sweep
 
     render_sweep(result, _common.stdout_console())
@@ -122,12 +125,14 @@ def compare_command(
             "give at least two configs, or a config and a --variant", param_hint="CONFIGS"
         )
     _lean()
+    # loaded when the command runs (CLI start-up)
     from perfmodel.decide.compare import compare
 
     result = compare(configs, variants=variant, request=request)
     if json_out:
         _common.print_json(result.to_json())
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render_decide import render_compare
 
     render_compare(result, _common.stdout_console())
@@ -157,6 +162,7 @@ def advise_command(
 ) -> None:
     """Search precision, micro-batch, checkpointing, strategy, GPU type and count; rank what fits the deadline and budget by time and by cost."""
     _lean()
+    # loaded when the command runs (CLI start-up)
     from perfmodel.decide.advise import advise
 
     result = advise(
@@ -171,6 +177,7 @@ def advise_command(
     if json_out:
         _common.print_json(result.to_json())
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render_decide import render_advice
 
     render_advice(result, _common.stdout_console())

@@ -18,6 +18,7 @@ def predict_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (the stable JSON contract)."),
 ) -> None:
     """Predict throughput, step time, total time, GPU-hours and peak memory for a training run."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.learn.lean_import import use_lean_import
 
     use_lean_import()  # one-shot process: keep the cold start fast

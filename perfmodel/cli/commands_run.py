@@ -7,6 +7,7 @@ its result (Rich, or JSON with --json)."""
 # ruff: noqa: UP045 - typer needs Optional[...] (not X | None) in annotations on Python 3.10
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -25,6 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _dur(seconds: float) -> str:
+    # loaded when the command runs (CLI start-up)
     from perfmodel.monitor.report import fmt_seconds
 
     return fmt_seconds(seconds)
@@ -35,6 +37,7 @@ def _iv(iv: Any) -> str:
 
 
 def _table(title: str) -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
@@ -74,6 +77,7 @@ def probe_command(
 ) -> None:
     """Run a few real steps of the config on this machine (scaled down when it does not fit), then
     update the prediction: measured step time x the model's ratio for what differs."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.config import resolve_workload
     from perfmodel.prediction import predictor_options
     from perfmodel.run.probe import probe_workload
@@ -99,6 +103,7 @@ def probe_command(
 
 
 def _render_probe(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
     b, a, m, c, plan = result.before, result.after, result.measurement, result.combined, result.plan
@@ -170,6 +175,7 @@ def monitor_command(
     ] = False,
 ) -> None:
     """ETA, warm-up, stable-phase statistics and bottleneck hints of a run from its files."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.monitor.watch import follow_path, monitor_path
 
     kwargs: dict[str, Any] = {
@@ -182,8 +188,7 @@ def monitor_command(
     reports = follow_path(path, interval_s=interval_s, **kwargs) if follow else [monitor_path(path, **kwargs)]
     for report in reports:
         if json_out:
-            import json
-
+            # loaded when the command runs (CLI start-up)
             from perfmodel.cli._common import _json_default
 
             print(json.dumps(report.to_json(), default=_json_default), flush=True)
@@ -192,6 +197,7 @@ def monitor_command(
 
 
 def _render_monitor(report: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
     s, t = report.snapshot, report.trace
@@ -261,6 +267,7 @@ def ingest_command(
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Keep a finished run as a measured feature-table row (source_kind 'user') for the next `make train-model`."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.ingest import ingest_run
 
     result = ingest_run(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.errors import ConfigError
+from perfmodel.safe_yaml import load_yaml_text
 
 MAX_TEXT_CHARS = 1_000_000
 """Longest config text parsed (characters; the same bound as a config file's bytes)."""
@@ -19,8 +20,6 @@ MAX_TEXT_CHARS = 1_000_000
 def parse_config_text(text: str, *, source: str = "the config text") -> dict[str, Any]:
     """The mapping a YAML (or JSON) document holds; ConfigError, naming `source`, when it is too
     long, not YAML, has a duplicate key, is empty or is not a mapping."""
-    from perfmodel.safe_yaml import load_yaml_text
-
     if not isinstance(text, str):
         raise ConfigError(f"{source} must be YAML text, got a {type(text).__name__}")
     if len(text) > MAX_TEXT_CHARS:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.catalog import get_gpu, resolve_gpu_key
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.express import current_value, express, flag_text
 from perfmodel.decide.outcome import Outcome
@@ -29,7 +30,7 @@ from perfmodel.decide.search import (
     native_diff,
 )
 from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.prediction import predictor_options
+from perfmodel.prediction import predict, predictor_options
 from perfmodel.request import ConfigInput, RunRequest
 from perfmodel.workload import Workload
 
@@ -173,8 +174,6 @@ def _option(
     options: dict[str, Any],
     constraints: tuple[float | None, float | None, bool],
 ) -> Option | None:
-    from perfmodel.prediction import predict
-
     expressed = express(native, source, base.parallel.num_gpus, base.parallel.strategy)
     if expressed is None:
         return None
@@ -218,9 +217,6 @@ def advise(
     s) and budget (USD): fastest first and cheapest first, `top` of each. With `conservative`, the
     constraints apply to the intervals' high ends. `options` are a run request's
     (`perfmodel.request.RunRequest.of`: overrides, tokens, rows, price_per_gpu_hour, confidence, ...)."""
-    from perfmodel.catalog import resolve_gpu_key
-    from perfmodel.prediction import predict
-
     for name, value in (("--deadline", deadline_s), ("--budget", budget_usd)):
         if value is not None and not value > 0:
             raise ConfigError(f"{name} must be > 0, got {value!r}")
@@ -236,8 +232,6 @@ def advise(
     for name in names:
         key = resolve_gpu_key(name)
         if key is None:
-            from perfmodel.catalog import get_gpu
-
             get_gpu(name)  # raises with close matches
         elif key not in keys:
             keys.append(str(key))

@@ -128,6 +128,7 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def parse_variant(text: str) -> dict[str, Any]:
     """'hardware.gpu=H100-SXM,training.micro_batch_size=16' -> {key: value}; values are YAML scalars."""
+    # PyYAML: only when YAML is read
     import yaml
 
     changes: dict[str, Any] = {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from perfmodel.config import workload_to_native
 from perfmodel.config.source import ConfigSource, get_dotted
 from perfmodel.errors import PerfModelError
 
@@ -116,7 +117,6 @@ def current_value(source: ConfigSource, key: str) -> Any:
     written = get_dotted(source.raw, key)
     if written is not None:
         return written
-    from perfmodel.config import workload_to_native
 
     try:
         resolved = workload_to_native(source.base())

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfmodel.analytic import peak_memory
 from perfmodel.config.source import ConfigSource
+from perfmodel.decide.express import express
 from perfmodel.decide.outcome import Outcome
+from perfmodel.errors import ConfigError
+from perfmodel.prediction import predict_many
 from perfmodel.workload import Workload
 
 MICRO_BATCH_LIMIT = 65536
@@ -33,8 +37,6 @@ server, then whole servers)."""
 
 def peak_memory_gb(w: Workload) -> float:
     """The analytic peak memory per GPU, GB (the estimate `predict` reports)."""
-    from perfmodel.analytic import peak_memory
-
     return float(peak_memory(w).total_gb)
 
 
@@ -152,8 +154,6 @@ class FitReport:
 
 
 def _predict_all(workloads: list[Workload], options: dict[str, Any]) -> list[Outcome]:
-    from perfmodel.prediction import predict_many
-
     return [Outcome.of(run) for run in predict_many(workloads, **options)]
 
 
@@ -266,8 +266,6 @@ def suggest_fits(
 
 
 def _in_dialect(s: FitSuggestion, w: Workload, source: ConfigSource) -> FitSuggestion:
-    from perfmodel.decide.express import express
-
     expressed = express(s.changes, source, w.parallel.num_gpus, w.parallel.strategy)
     if expressed is None:
         return s
@@ -278,8 +276,6 @@ def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, boo
     """`w` on `num_gpus` GPUs (nodes from the catalog's GPUs per server) with `strategy`; gradient
     accumulation lowered to keep the global batch where it divides. Returns (workload, global batch
     kept?), or None when the count does not split into the model-parallel groups."""
-    from perfmodel.errors import ConfigError
-
     par = w.parallel
     unit = par.model_split * par.context_parallel
     if num_gpus % unit:

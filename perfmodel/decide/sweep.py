@@ -42,6 +42,7 @@ CSV_INTERVALS = (
 def parse_vary(text: str) -> tuple[str, list[Any]]:
     """'training.micro_batch_size=1,2,4' -> ('training.micro_batch_size', [1, 2, 4]); each value is
     read as a YAML scalar (so 4 is an int, true a bool, A100-80GB a string)."""
+    # PyYAML: only when YAML is read
     import yaml
 
     if "=" not in text:

@@ -36,6 +36,7 @@ def import_lightgbm(lean: bool | None = None) -> Any:
     process-wide `LEAN_LIGHTGBM_IMPORT`. A LightGBM already imported is returned as it is."""
     lean = LEAN_LIGHTGBM_IMPORT if lean is None else lean
     if "lightgbm" in sys.modules or not lean:
+        # LightGBM: only when a model is fitted or loaded
         import lightgbm
 
         return lightgbm
@@ -63,6 +64,7 @@ def import_mlflow() -> Any:
     os.environ.setdefault(TELEMETRY_SWITCH, "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars on stderr
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout is for results (--json)
+    # mlflow: seconds to import, only tracking needs it
     import mlflow
 
     return mlflow

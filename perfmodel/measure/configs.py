@@ -15,6 +15,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from perfmodel.analytic.memory import estimate_memory
+from perfmodel.codec import workload_from_row
+from perfmodel.workload import GPUSpec
+
 KINDS = ("llama", "bert", "resnet", "mlp", "lightgbm")
 FAMILY_ARCH = {"llama": "decoder", "bert": "encoder", "resnet": "cnn", "mlp": "mlp", "lightgbm": "gbm"}
 SLICE_PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16")
@@ -285,10 +289,6 @@ def analytic_memory(config: SliceConfig) -> MemoryBreakdown:
     """perfmodel's analytic memory model (perfmodel.analytic.memory) applied to a transformer
     slice (its row_fields, read by perfmodel.codec), on a single accelerator with no
     framework-specific buffers."""
-    from perfmodel.analytic.memory import estimate_memory
-    from perfmodel.codec import workload_from_row
-    from perfmodel.workload import GPUSpec
-
     # Only the vendor matters to the memory model; the peaks just let every precision validate.
     device = GPUSpec(name="device", peak_tflops=dict.fromkeys(("fp32", "tf32", "bf16", "fp16", "fp8"), 1.0))
     return estimate_memory(workload_from_row({**row_fields(config), "gpu": device.name}, gpu=device))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import DataError
-from perfmodel.schema import COLUMNS, MICROBENCH_COLUMNS, Column, conform
+from perfmodel.schema import COLUMNS, MICROBENCH_COLUMNS, Column, conform, empty_frame
 
 MICROBENCH_PREFIX = "microbench"
 FINGERPRINT_PREFIX = "fingerprint"
@@ -121,6 +121,7 @@ def write_shard(
 ) -> Path:
     """Conform `rows` to the schema and write them as a new part (the next free part number,
     this process's pid in the name); atomic and never overwriting. Returns the path."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     out = Path(out_dir)
@@ -196,6 +197,7 @@ class DamagedShard:
 def _read_table(path: Path, columns: list[str] | None = None) -> Any:
     """The shard as a pyarrow Table; DataError naming the file and the reason when it cannot be
     read (truncated, not parquet, missing columns)."""
+    # pyarrow: only when parquet is read or written
     import pyarrow.parquet as pq
 
     required = _REQUIRED[(parse_shard_name(path) or {}).get("prefix") == MICROBENCH_PREFIX]
@@ -265,9 +267,9 @@ def measured_microbench_keys(out_dir: str | Path, hardware_id: str) -> set[tuple
 def read_rows(out_dir: str | Path, *, microbench: bool = False) -> Any:
     """Every training (or micro-benchmark) row in `out_dir` as one conformed DataFrame.
     DataError on a damaged shard."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    from perfmodel.schema import empty_frame
 
     columns = MICROBENCH_COLUMNS if microbench else COLUMNS
     frames = [_read_table(p).to_pandas() for p in list_shards(out_dir, microbench=microbench)]

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from perfmodel.catalog import local_config_path
 from perfmodel.errors import ConfigError, PerfModelError, clip, quote
 from perfmodel.request import BY_NAME
 
@@ -248,8 +249,6 @@ def _check(dotted: str, value: Any, where: str) -> None:
 
 
 def _is_path(name: str) -> bool:
-    from perfmodel.catalog import local_config_path
-
     text = name.strip()
     if not text or "\x00" in text:
         return False
