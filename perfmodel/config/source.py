@@ -99,7 +99,9 @@ def get_dotted(config: Mapping[str, Any], dotted: str) -> Any:
 
 def data_flags(tokens: float | None, rows: int | None, dataset: str | os.PathLike[str] | None) -> DataFlags:
     """--tokens / --rows / --dataset, checked (at most one; in range)."""
-    given = [name for name, v in (("--tokens", tokens), ("--rows", rows), ("--dataset", dataset)) if v is not None]
+    given = [
+        name for name, v in (("--tokens", tokens), ("--rows", rows), ("--dataset", dataset)) if v is not None
+    ]
     if len(given) > 1:
         raise ConfigError(f"give only one of --tokens, --rows, --dataset (got {', '.join(given)})")
     if tokens is not None:
@@ -114,7 +116,9 @@ def data_flags(tokens: float | None, rows: int | None, dataset: str | os.PathLik
         problem = field_problem("training.samples", rows)
         if problem:
             raise ConfigError(problem.replace("training.samples", "--rows", 1))
-    return DataFlags(tokens=tokens, rows=rows, dataset=Path(dataset).expanduser() if dataset is not None else None)
+    return DataFlags(
+        tokens=tokens, rows=rows, dataset=Path(dataset).expanduser() if dataset is not None else None
+    )
 
 
 def option_value(parts: tuple[str, ...], value: Any) -> Any:
@@ -228,8 +232,10 @@ class ConfigSource:
             set_path(draft.native, s.parts, s.value, origin=s.origin)
             if s.value is None:
                 draft.soft.pop(".".join(s.parts), None)
-            if s.parts[0] == "training" and len(s.parts) == 2:
-                for alternate in hf_args.replaced_by(s.parts[1]):  # the option replaces the file's other spelling
+            if (
+                s.parts[0] == "training" and len(s.parts) == 2
+            ):  # the option replaces the file's other spelling
+                for alternate in hf_args.replaced_by(s.parts[1]):
                     draft.native.get("training", {}).pop(alternate, None)
         w = build_workload(draft, data=build_data, base_dir=self.base_dir)
         if PRICE_KEY not in native_changes:  # a swept price wins over --price
