@@ -294,13 +294,25 @@ def test_num_nodes_comes_from_the_catalogs_gpus_per_server(gpu, num_gpus, nodes)
     w = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus)
     assert w.parallel.num_nodes == nodes
     assert any(a.startswith(f"hardware.num_nodes not given: assumed {w.parallel.num_nodes}") for a in w.assumptions)
-    given = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=["hardware.num_nodes=1"])
-    assert given.parallel.num_nodes == 1 and not any("num_nodes" in a for a in given.assumptions)
+    given = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=[f"hardware.num_nodes={nodes}"])
+    assert given.parallel.num_nodes == nodes and not any("num_nodes" in a for a in given.assumptions)
 
 
-def test_num_nodes_that_cannot_split_evenly_asks_for_it():
-    with pytest.raises(ConfigError, match=r"hardware.num_gpus \(9\) does not split evenly .* give hardware.num_nodes"):
-        load_workload(FIX / "native_minimal.yaml", gpu="H100-SXM", num_gpus=9)
+@pytest.mark.parametrize("num_gpus,nodes", [(9, 3), (12, 2), (10, 2), (17, 17), (7, 1)])
+def test_a_count_that_does_not_fill_servers_is_split_evenly_over_the_fewest(num_gpus, nodes):
+    """The fewest 8-GPU servers that hold the count with the same number on each."""
+    w = load_workload(FIX / "native_minimal.yaml", gpu="H100-SXM", num_gpus=num_gpus)
+    assert w.parallel.num_nodes == nodes and w.parallel.gpus_per_node <= 8
+
+
+@pytest.mark.parametrize("num_gpus,nodes,need", [(64, 1, 8), (1_000_000, 1, 125_000), (24, 2, 3), (8, 1, 2)])
+def test_explicit_nodes_that_cannot_hold_the_gpus_are_an_error_naming_both_keys(num_gpus, nodes, need):
+    gpu = "GB200" if num_gpus == 8 else "A100-80GB"  # a GB200 NVL72 compute tray holds 4
+    with pytest.raises(ConfigError) as err:
+        load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=[f"hardware.num_nodes={nodes}"])
+    message = str(err.value)
+    assert f"hardware.num_gpus ({num_gpus}) does not fit on hardware.num_nodes ({nodes})" in message
+    assert f"--set hardware.num_nodes={need}" in message and "leave it out to derive it" in message
 
 
 def test_explicit_dims_without_gated_mlp_say_what_was_assumed(tmp_path):
