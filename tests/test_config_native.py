@@ -398,7 +398,7 @@ def test_the_config_reference_lists_every_key_the_loader_accepts():
 
 @pytest.mark.parametrize(
     "raw",
-    ["16", "0", "-3", "007", "1_000", "1e3", "0x10", "-0", "+5", "12345678901234567890", "fsdp", "A100-80GB",
+    ["16", "0", "-3", "1_000", "1e3", "-0", "+5", "12345678901234567890", "fsdp", "A100-80GB",
      "amp_bf16", "nan", "inf", ".inf", "yes", "No", "ON", "off", "null", "Null", "~", "y", "N", "true", "FALSE",
      "n-1", "[a, b]", "0.5", " 8 ", "'16'"],
 )  # fmt: skip
@@ -410,3 +410,29 @@ def test_an_override_value_reads_as_the_yaml_loader_reads_it(raw):
     _, value = parse_override(f"training.x={raw}")
     expected = load_yaml_text(raw, source="test")
     assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize("raw,base", [("017", 8), ("-017", 8), ("0x100", 16), ("0b101", 2), ("1:30", 60), ("1:30.5", 60), ("[512, 0x10]", 16)])
+def test_set_numbers_are_decimal_only(raw, base):
+    """YAML 1.1 reads 017 as 15 and 0x100 as 256: on the command line that is an error naming the key."""
+    with pytest.raises(ConfigError, match=rf"--set 'training\.seq_len=.*': .* is not a decimal number \(YAML would read it in base {base}\)"):
+        load_workload(FIX / "native_minimal.yaml", overrides=[f"training.seq_len={raw}"])
+
+
+@pytest.mark.parametrize("raw,value", [("17", 17), ("+17", 17), ("1_024", 1024), ("1.5e3", 1500), ("'017'", 17)])
+def test_set_decimal_numbers_and_quoted_digits_are_read_as_written(raw, value):
+    assert load_workload(FIX / "native_minimal.yaml", overrides=[f"training.seq_len={raw}"]).training.seq_len == value
+
+
+def test_a_config_file_keeps_yamls_reading_of_numbers(tmp_path):
+    """Only command-line values are held to decimal: a YAML file means what YAML 1.1 says (017 = 15)."""
+    w = load_workload(write(tmp_path, MINIMAL.replace("  tokens: 1.0e8\n", "  tokens: 1.0e8\n  seq_len: 017\n")))
+    assert w.training.seq_len == 15
+
+
+def test_vary_numbers_are_decimal_only_too():
+    from perfmodel.decide.sweep import parse_vary
+
+    assert parse_vary("training.seq_len=512,1024") == ("training.seq_len", [512, 1024])
+    with pytest.raises(ConfigError, match=r"--vary 'training\.seq_len=512,017': 017 is not a decimal number"):
+        parse_vary("training.seq_len=512,017")

@@ -19,6 +19,7 @@ Refused, each with a one-line `ConfigError` naming the file (and the line where 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,10 @@ def read_yaml_file(path: str | Path, *, what: str = "config file") -> Any:
     return load_yaml_text(text, source=clip(str(p)))
 
 
-def load_yaml_text(text: str, *, source: str) -> Any:
-    """The document of a YAML string (None when empty); `source` names it in errors."""
+def load_yaml_text(text: str, *, source: str, decimal_numbers: bool = False) -> Any:
+    """The document of a YAML string (None when empty); `source` names it in errors. With
+    `decimal_numbers` (command-line values), a number written in another base or with a leading
+    zero is refused instead of read the YAML 1.1 way (`017` is 15, `0x100` 256, `1:30` 90)."""
     import yaml
 
     loader = _loader_class()(text, source)
@@ -109,6 +112,8 @@ def load_yaml_text(text: str, *, source: str) -> Any:
         if node is None:
             return None
         _check_tree(node, source, loader.aliases)
+        if decimal_numbers:
+            _check_decimal(node, source)
         return loader.construct_document(node)
     except ConfigError:
         raise
@@ -195,6 +200,40 @@ def _check_tree(root: Any, source: str, aliases: int) -> None:
             stack.extend((item, f"{path}[{i}]" if path else f"[{i}]") for i, item in enumerate(node.value))
     if aliases:
         _check_expansion(root, source)
+
+
+_DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
+
+
+def _check_decimal(root: Any, source: str) -> None:
+    """ConfigError for a plain scalar YAML 1.1 reads as a number that is not written in decimal:
+    a leading zero (octal), 0x / 0b / 0o, or base 60 (`1:30`)."""
+    import yaml
+
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, yaml.ScalarNode) and node.style is None:
+            value = node.value
+            bad = (node.tag == "tag:yaml.org,2002:int" and not _DECIMAL_INT.fullmatch(value)) or (
+                node.tag == "tag:yaml.org,2002:float" and ":" in value
+            )
+            if bad:
+                raise ConfigError(
+                    f"{source}: {clip(value, 40)} is not a decimal number (YAML would read it in base "
+                    f"{_base(value)}); write it in decimal without leading zeros (or quote it if it is a name)"
+                )
+
+
+def _base(value: str) -> int:
+    digits = value.lstrip("+-").lower()
+    if ":" in digits:
+        return 60
+    return {"0x": 16, "0b": 2}.get(digits[:2], 8)
 
 
 def _check_expansion(root: Any, source: str) -> None:

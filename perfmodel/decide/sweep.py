@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfmodel.config.overrides import parse_value
 from perfmodel.decide.outcome import Outcome
 from perfmodel.decide.source import ConfigSource
-from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.errors import ConfigError, PerfModelError, quote
 
 MAX_POINTS = 10000
 """Largest grid a sweep runs (about 100 s at ~10 ms a point)."""
@@ -41,8 +42,6 @@ CSV_INTERVALS = (
 def parse_vary(text: str) -> tuple[str, list[Any]]:
     """'training.micro_batch_size=1,2,4' -> ('training.micro_batch_size', [1, 2, 4]); each value is
     read as a YAML scalar (so 4 is an int, true a bool, A100-80GB a string)."""
-    import yaml
-
     if "=" not in text:
         raise ConfigError(
             f"--vary {text!r} must look like KEY=V1,V2,..., e.g. training.micro_batch_size=1,2,4,8"
@@ -53,12 +52,7 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
     items = [v.strip() for v in raw.split(",")]
     if not raw.strip() or any(not v for v in items):
         raise ConfigError(f"--vary {text!r}: give values separated by commas, e.g. {key}=1,2,4")
-    values = []
-    for item in items:
-        try:
-            values.append(yaml.safe_load(item))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--vary {text!r}: {item!r} is not a YAML scalar") from exc
+    values = [parse_value(item, source=f"--vary {quote(text)}") for item in items]  # numbers in decimal
     if len(set(map(repr, values))) != len(values):
         raise ConfigError(f"--vary {text!r}: a value is repeated")
     return key, values
