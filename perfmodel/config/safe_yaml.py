@@ -18,12 +18,11 @@ Refused, each with a one-line `ConfigError` naming the file (and the line where 
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
+from perfmodel import files
 from perfmodel.errors import ConfigError, clip
 
 MAX_FILE_BYTES = 1_000_000
@@ -35,58 +34,11 @@ MAX_EXPANDED_NODES = 100_000
 MAX_DEPTH = 100
 """Deepest nesting of sequences and mappings."""
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def read_bounded(path: str | Path, *, what: str, limit_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit_bytes`; ConfigError (naming `what` and the
-    path) for a missing, special, oversized or unreadable file. Never blocks on a FIFO or device."""
-    p = Path(path).expanduser()
-    shown = clip(str(p))
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise ConfigError(f"{what} {shown} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {shown}: {exc.strerror or type(exc).__name__}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{what} {shown} is a directory; give a file")
-    if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{what} {shown} is {_kind(st.st_mode)}, not a regular file; give a file")
-    if st.st_size > limit_bytes:
-        raise ConfigError(f"{what} {shown} is {st.st_size:,} bytes; the limit is {limit_bytes:,}")
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    )
-    try:
-        fd = os.open(p, flags)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {shown}: {exc.strerror or type(exc).__name__}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # swapped for something else after the first check
-            raise ConfigError(f"{what} {shown} is {_kind(mode)}, not a regular file; give a file")
-        with os.fdopen(fd, "rb", closefd=True) as fh:
-            fd = -1
-            data = fh.read(limit_bytes + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {shown}: {exc.strerror or type(exc).__name__}") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) > limit_bytes:
-        raise ConfigError(f"{what} {shown} is over {limit_bytes:,} bytes; the limit is {limit_bytes:,}")
-    return data
+    path) for a missing, special, oversized or unreadable file. Never blocks on a FIFO or device
+    (perfmodel.files.read_bounded, which run files use too)."""
+    return files.read_bounded(path, what=what, limit_bytes=limit_bytes, error=ConfigError)
 
 
 def read_yaml_file(path: str | Path, *, what: str = "config file") -> Any:
