@@ -24,7 +24,8 @@ from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, W
 DEFAULT_NOTES: dict[str, str] = {
     "training.precision": "bf16 (fp16, else fp32, where the accelerator has no bf16)",
     "training.epochs": "1 (with training.samples)",
-    "hardware.num_nodes": "the servers num_gpus fill (the catalog's gpus_per_server)",
+    "hardware.num_nodes": "the fewest servers that hold num_gpus evenly (the catalog's gpus_per_server each at most); "
+    "a given value that cannot hold them is an error",
     "framework": DEFAULT_FRAMEWORK,
 }
 """Defaults the config layer applies that differ from (or refine) the dataclass defaults."""

@@ -424,7 +424,7 @@ def _steps_table(path: Path, fmt: str) -> RunTrace:
             raise DataError(f"cannot read {path} as {kind}: {str(exc)[:200]}") from None
     if not table.rows:
         raise DataError(f"{path} has no rows")
-    if table.start is None:
+    if table.start is None or (not table.steps and any(table.skipped.values())):
         raise DataError(f"{path} has no row with a usable step and time; {' '.join(table.notes())}")
     intervals = Intervals.concat(table.steps, table.seconds)
     return RunTrace(

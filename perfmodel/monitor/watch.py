@@ -82,6 +82,8 @@ def replay(
     )
     monitor.start(step=trace.start_step, now=0.0)
     monitor.extend(trace.intervals)  # as update() one by one, in one linear pass
+    if len(trace.intervals):  # steps of rows without a usable time were done too
+        monitor.step = max(monitor.step, trace.steps_done)
     monitor.samples = list(trace.samples)
     end = monitor.last_update_at
     return monitor.finish(now=end) if trace.finished else monitor.snapshot(now=end)
