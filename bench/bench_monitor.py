@@ -1,7 +1,7 @@
 """Time and memory of `perfmodel monitor` on long runs (a fresh subprocess each: interpreter
 start, imports, streaming the file, replaying every interval through the monitor core, JSON out):
 
-- a CSV of 10 million steps (`step,step_time_s`, about 150 MB): 5 slow warm-up steps, then
+- a CSV of 10 million steps (`step,step_time_s`, 169 MB): 5 slow warm-up steps, then
   0.1 s steps with 5% log-normal noise and a 1.3x level shift at step 6 million, plus a row with a
   NaN time and one with step 10^23 (both skipped with a counted note); with `--config` (the
   bundled example, so the prediction is the prior that every due report checks);

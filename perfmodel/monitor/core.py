@@ -299,7 +299,7 @@ class RunMonitor:
         small = counts[counts <= _EXACT_UP_TO]
         for count in small.tolist():  # warm-up may be undecided: as snapshot() judges them
             part = self.intervals[:count]
-            start = phases.start_at(part)
+            start = phases.start(part)  # a longer prefix each time, as live snapshots see it
             est = eta.estimate_remaining(part[start:], None, self.prior, self.confidence)
             if est is not None and est.prior_conflict:
                 return True
@@ -428,10 +428,6 @@ class _Phases:
             self.stable, self.scan_end = start + lo, end + lo
             self.events += [(e + lo, s + lo) for e, s in found]
         return self.stable
-
-    def start_at(self, intervals: Intervals) -> int:
-        """`start` for a monitor that has seen `intervals` (a longer prefix each call)."""
-        return self.start(intervals)
 
 
 _EXACT_UP_TO = 2 * eta.MAX_WARMUP_INTERVALS + 2 * eta.WARMUP_WINDOW
