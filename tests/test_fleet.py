@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("nodea", "nodeb")
@@ -34,7 +35,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
     from collectors.fleet import TaskHooks
 
     def no_torch() -> None:
-        from collectors import slices
+        from perfmodel.measure import slices
 
         sys.modules["torch"] = None  # type: ignore[assignment] # the fake path needs no 4 s import
         slices.fp32_matmul_mode = lambda precision: contextlib.nullcontext()
@@ -42,7 +43,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
     def fingerprint():
         import dataclasses
 
-        from collectors.fingerprint import collect_fingerprint, make_hardware_id
+        from perfmodel.measure.fingerprint import collect_fingerprint, make_hardware_id
 
         no_torch()
         tag = os.environ["PERFMODEL_TEST_NODE"]
@@ -50,7 +51,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
         return dataclasses.replace(real, hardware_id=make_hardware_id({"node": tag}, f"cpu-{tag}"))
 
     def configs():  # tests/test_collectors_safety.py's fake_config, which the nodes cannot import
-        from collectors.configs import SliceConfig
+        from perfmodel.measure.configs import SliceConfig
 
         return tuple(
             SliceConfig(
@@ -74,7 +75,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
         return Profile(name=name, configs=configs(), microbench=None, budget_s=120.0, flush_every=100)
 
     def prepare(config, device):
-        from collectors import slices
+        from perfmodel.measure import slices
 
         tag = os.environ["PERFMODEL_TEST_NODE"]
         reached = Path(gate + ".reached")
@@ -98,7 +99,8 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
 
 
 def _fake_driver(argv: list[str]) -> int:
-    from collectors import fleet, plan
+    from collectors import plan
+    from collectors.fleet import tasks
 
     hooks = make_hooks(
         int(argv[0]),
@@ -106,7 +108,7 @@ def _fake_driver(argv: list[str]) -> int:
         gate_node=os.environ.get("FLEET_GATE_NODE", ""),
         gate_at=int(os.environ.get("FLEET_GATE_AT", "-1")),
     )
-    fleet.DEFAULT_HOOKS = hooks
+    tasks.DEFAULT_HOOKS = hooks
     plan.build_profile = hooks.build_profile  # --plan projects the same fake profile
     from collectors.__main__ import main
 
@@ -123,9 +125,9 @@ import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
 
-from collectors import storage  # noqa: E402
-from collectors.fingerprint import Fingerprint  # noqa: E402
 from collectors.fleet import FleetNode, group_targets  # noqa: E402
+from perfmodel.measure import storage  # noqa: E402
+from perfmodel.measure.fingerprint import Fingerprint  # noqa: E402
 
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
@@ -221,6 +223,94 @@ def test_flags_that_name_one_device_are_usage_errors_with_ray():
         )
         assert proc.returncode == 2, (flags, proc.stderr)
         assert proc.stderr.startswith("usage error:") and len(proc.stderr.splitlines()) == 1
+
+
+# --- connecting: bounded, one line, interruptible ------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _silent_listener() -> Any:
+    """A loopback port that accepts connections and never answers (not a Ray cluster)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(50)
+    accepted: list[Any] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
+
+
+def _collect(address: str, *flags: str, tmp: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "collectors", "--ray", address, "--out", str(tmp / "out"), *flags]
+    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_port_nothing_listens_on_is_one_line_at_once(tmp_path):
+    """Ray itself retried such an address for more than 280 s; the reachability check answers
+    before Ray is asked (the bound is the default 30 s; this takes well under it)."""
+    pytest.importorskip("ray")
+    from collectors.fleet import FleetError, connected
+
+    address = f"127.0.0.1:{_closed_port()}"
+    start = time.monotonic()
+    with pytest.raises(FleetError, match=r"cannot connect to the Ray cluster at '127\.0\.0\.1:\d+': Connection refused"):
+        with connected(address):
+            pass
+    assert time.monotonic() - start < 5.0
+
+
+def test_collect_on_an_address_with_nothing_listening_exits_1_with_one_line(tmp_path):
+    proc = _collect(f"127.0.0.1:{_closed_port()}", tmp=tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and out == ""
+    assert err.startswith("error: cannot connect to the Ray cluster") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_a_listener_that_is_not_ray_is_given_up_after_the_stated_time(tmp_path):
+    """Something accepts TCP but never speaks Ray: --ray-timeout-s bounds the wait (Ray's own
+    client may log a line of its own while it tries)."""
+    with _silent_listener() as port:
+        start = time.monotonic()
+        proc = _collect(f"127.0.0.1:{port}", "--ray-timeout-s", "3", tmp=tmp_path)
+        _, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - start
+    assert proc.returncode == 1
+    assert "no Ray cluster answered within 3 s (--ray-timeout-s)" in err.splitlines()[-1], err
+    assert elapsed < 3 + 15  # the bound plus Python and Ray's start-up on a loaded host
+
+
+@pytest.mark.slow
+def test_sigterm_while_connecting_stops_the_collector(tmp_path):
+    with _silent_listener() as port:
+        proc = _collect(f"127.0.0.1:{port}", tmp=tmp_path)  # the default 30 s bound
+        time.sleep(6)  # Python and Ray imported, the connection under way
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 130 and time.monotonic() - sent < 10
 
 
 # --- a real two-node cluster ------------------------------------------------------------------------
@@ -403,7 +493,7 @@ def test_the_real_quick_profile_measures_on_the_cluster_and_a_rerun_resumes(clus
     measures into its own shard is checked above with per-node hardware ids
     (test_each_node_measures_into_its_own_shard_and_a_rerun_measures_only_what_is_new): real
     fingerprints cannot differ between two nodes of one machine."""
-    from collectors.fingerprint import collect_fingerprint
+    from perfmodel.measure.fingerprint import collect_fingerprint
 
     real = collect_fingerprint()  # this machine's real fingerprint, found here, not on the nodes
     out = tmp_path / "raw"

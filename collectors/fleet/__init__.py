@@ -7,7 +7,7 @@ shards in its output folder.
 
 1. Connect (`ray.init(address=...)`) and list the live nodes (`ray.nodes()`: CPUs, GPUs, Ray's
    `accelerator_type:*` resource).
-2. Fingerprint each node (collectors.fingerprint) with a tiny task holding the same resources as
+2. Fingerprint each node (perfmodel.measure.fingerprint) with a tiny task holding the same resources as
    its measuring task will (the node's CPUs, plus one GPU on a GPU node), so both see the same
    devices and agree on the hardware id.
 3. Group into targets: `--per gpu-type`, one per accelerator type (the catalog key; a CPU host's
@@ -41,7 +41,7 @@ fingerprinting and grouping the nodes into targets) -> `tasks` (what runs on a n
 
 from __future__ import annotations
 
-from collectors.fleet.cluster import FleetError, connected, import_ray
+from collectors.fleet.cluster import CONNECT_TIMEOUT_S, FleetError, connected, import_ray
 from collectors.fleet.driver import DEFAULT_MAX_RETRIES, collect_fleet
 from collectors.fleet.nodes import (
     FINGERPRINT_TIMEOUT_S,
@@ -58,6 +58,7 @@ from collectors.fleet.runner import OVERRUN_GRACE_S, POLL_S
 from collectors.fleet.tasks import DEFAULT_HOOKS, NodeJob, TaskHooks, measure_on_node
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "DEFAULT_HOOKS",
     "DEFAULT_MAX_RETRIES",
     "FINGERPRINT_TIMEOUT_S",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.fleet.cluster import connected, first_line
+from collectors.fleet.cluster import CONNECT_TIMEOUT_S, connected, first_line
 from collectors.fleet.nodes import device_key, measured, select_targets, validate
 from collectors.fleet.tasks import TaskHooks, hooks_or_default
 from perfmodel.errors import PerfModelError
@@ -30,7 +30,7 @@ class TargetPlan:
     plan: Any = None
     """collectors.plan.ProfilePlan (None when it cannot be projected: see `note`)."""
     usd_per_gpu_hour: float | None = None
-    """Default list price of the accelerator (perfmodel.decide.cost), None for a CPU or an
+    """Default list price of the accelerator (perfmodel.catalog.prices), None for a CPU or an
     unpriced accelerator."""
     note: str = ""
     """Why there is no projection, or what it assumes."""
@@ -114,6 +114,7 @@ def plan_fleet(
     budget_s: float | None = None,
     model_dir: str | None = None,
     hooks: TaskHooks | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> FleetPlan:
     """Project `profile` on each target of the cluster at `address` (collectors.plan.plan_profile
     on the accelerator its node's fingerprint names, skipping what its hardware id already has in
@@ -121,11 +122,11 @@ def plan_fleet(
     nodes' fingerprint tasks run."""
     from collectors.plan import plan_profile
     from perfmodel import paths
-    from perfmodel.decide.cost import default_price
+    from perfmodel.catalog.prices import default_price
 
     budget = validate(profile, per, budget_s)
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()
-    with connected(address) as ray:
+    with connected(address, timeout_s=connect_timeout_s) as ray:
         targets, left_out = select_targets(ray, profile, per, out, hooks_or_default(hooks))
     planned = []
     for target in targets:

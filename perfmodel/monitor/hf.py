@@ -38,7 +38,7 @@ def _accelerator(args: Any) -> str:
         if str(args.device.type) == "cuda":
             import torch
 
-            from collectors.fingerprint import gpu_catalog_key
+            from perfmodel.measure.fingerprint import gpu_catalog_key
 
             return gpu_catalog_key(torch.cuda.get_device_name(args.device))
     except Exception:  # noqa: BLE001
@@ -125,7 +125,7 @@ class PerfmodelCallback(TrainerCallback):  # type: ignore[misc]
             return
         m = self.session.monitor
         entry = state.log_history[-1]
-        entry["perfmodel_elapsed_s"] = round(m.clock() - m.boundaries[0], 6)
+        entry["perfmodel_elapsed_s"] = round(m.clock() - m.started_at, 6)
         snap = m.snapshot()
         if snap.remaining_s is not None:
             entry["perfmodel_eta_s"] = round(snap.remaining_s.estimate, 3)
