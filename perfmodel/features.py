@@ -11,6 +11,7 @@ never imports pandas). LightGBM gives both the same predictions (tests/test_cold
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -262,25 +263,58 @@ def categorize(frame: Any) -> Any:
     return frame
 
 
-def rows_to_training_data(table: Any, efficiency: Any = None) -> tuple[Any, Any, Any, dict[str, int]]:
+def rows_to_training_data(
+    table: Any, efficiency: Any = None, gpus: Mapping[str, Any] | None = None
+) -> tuple[Any, Any, Any, dict[str, int]]:
     """From the feature table to (X, y, kept_table, skipped_reasons).
 
     y = log(measured step time / kernel-model step time) (`efficiency`: the kernel efficiency
-    parameters, default the shipped ones). Only rows with status 'ok' and a positive
-    step time are used; rows that cannot be turned into a workload (a dimension the cost model
-    needs is empty, a value out of range, an unknown accelerator) are skipped and counted by
-    reason, e.g. "DataError: a decoder row needs 'seq_len' and it is empty".
+    parameters, default the shipped ones; `gpus`: catalog key -> GPUSpec replacing that
+    accelerator's spec, e.g. without its measured ceilings). Only rows with status 'ok' and a
+    positive step time are used; rows that cannot be turned into a workload (a dimension the cost
+    model needs is empty, a value out of range, an unknown accelerator) are skipped and counted by
+    reason, e.g. "DataError: a decoder row needs 'seq_len' and it is empty". The workloads and
+    step plans of a table are kept for the process (`_candidates`): refitting the kernel model
+    in an evaluation fold only prices them again.
     """
     import numpy as np
     import pandas as pd
 
+    candidates, skipped = _candidates(table)
+    if gpus:
+        candidates = [
+            (idx, row, dataclasses.replace(w, gpu=gpus[w.gpu.name]) if w.gpu.name in gpus else w, plan)
+            for idx, row, w, plan in candidates
+        ]
+    estimates = estimate_many([c[2] for c in candidates], efficiency, plans=[c[3] for c in candidates])
+    items, targets, keep = [], [], []
+    for (idx, row, w, _), est in zip(candidates, estimates, strict=True):
+        opt = row.get("includes_optimizer_step")
+        items.append((w, est, True if is_missing(opt) else bool(opt)))
+        targets.append(math.log(float(row["step_time_s"]) / est.t_bound_s))
+        keep.append(idx)
+    X = feature_frame(items) if items else pd.DataFrame(columns=list(FEATURE_NAMES))
+    y = np.asarray(targets, dtype=float)
+    kept = table.iloc[keep].reset_index(drop=True)
+    return X, y, kept, dict(skipped)
+
+
+_CANDIDATES: dict[Any, tuple[list[Any], dict[str, int]]] = {}
+"""Table content key -> (candidates, skipped) of the last few tables this process read."""
+
+
+def _candidates(table: Any) -> tuple[list[Any], dict[str, int]]:
+    """(index, row, workload, step plan) of every row of `table` whose kernels can be planned, and
+    the rows skipped by reason; cached per table content (row ids and step times)."""
+    import pandas as pd
+
+    key = None
+    if "row_id" in table and "step_time_s" in table:
+        key = (len(table), int(pd.util.hash_pandas_object(table[["row_id", "step_time_s"]], index=False).sum()))
+        if key in _CANDIDATES:
+            return _CANDIDATES[key]
     skipped: dict[str, int] = {}
-
-    def skip(exc: Exception) -> None:
-        reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
-        skipped[reason] = skipped.get(reason, 0) + 1
-
-    candidates = []  # (index, row, workload, step plan) of rows whose kernels can be planned
+    candidates = []
     for idx, row in enumerate(table.to_dict("records")):
         if str(row.get("status")) != "ok":
             skipped["status not ok"] = skipped.get("status not ok", 0) + 1
@@ -293,17 +327,12 @@ def rows_to_training_data(table: Any, efficiency: Any = None) -> tuple[Any, Any,
             w = workload_from_row(row)
             plan = plan_step(w) if w.model.arch != "gbm" else None
         except (PerfModelError, ZeroDivisionError, ValueError) as exc:
-            skip(exc)
+            reason = type(exc).__name__ + ": " + str(exc).split(";")[0][:60]
+            skipped[reason] = skipped.get(reason, 0) + 1
             continue
         candidates.append((idx, row, w, plan))
-    estimates = estimate_many([c[2] for c in candidates], efficiency, plans=[c[3] for c in candidates])
-    items, targets, keep = [], [], []
-    for (idx, row, w, _), est in zip(candidates, estimates, strict=True):
-        opt = row.get("includes_optimizer_step")
-        items.append((w, est, True if is_missing(opt) else bool(opt)))
-        targets.append(math.log(float(row["step_time_s"]) / est.t_bound_s))
-        keep.append(idx)
-    X = feature_frame(items) if items else pd.DataFrame(columns=list(FEATURE_NAMES))
-    y = np.asarray(targets, dtype=float)
-    kept = table.iloc[keep].reset_index(drop=True)
-    return X, y, kept, skipped
+    if key is not None:
+        if len(_CANDIDATES) >= 2:
+            _CANDIDATES.pop(next(iter(_CANDIDATES)))
+        _CANDIDATES[key] = (candidates, skipped)
+    return candidates, skipped

@@ -28,7 +28,7 @@ def data():
 
 def test_cpu_rows_do_not_pull_accelerator_predictions(data):
     X, y, cpu = data
-    split = LGBMRatioRegressor(LGBMConfig(n_estimators=200)).fit(X, y)
+    split = LGBMRatioRegressor(LGBMConfig(n_estimators=200, shrink_runs=0.0)).fit(X, y)  # no evidence shrink here
     assert split.cpu_booster_ is not None
     pred = split.predict(X)
     # each class is learned from its own rows: residuals stay small in both
@@ -41,7 +41,7 @@ def test_the_stored_text_holds_both_boosters_and_reloads_to_the_same_predictions
     from perfmodel.learn.shipped import LearnedModel
 
     X, y, cpu = data
-    reg = LGBMRatioRegressor(LGBMConfig(n_estimators=50)).fit(X, y)
+    reg = LGBMRatioRegressor(LGBMConfig(n_estimators=50, shrink_runs=0.0)).fit(X, y)
     text = reg.model_text()
     main, cpu_text = split_model_text(text)
     assert CPU_MARKER in text and main.startswith("tree") and cpu_text.startswith("tree")

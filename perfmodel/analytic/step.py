@@ -405,7 +405,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
                             * (experts if name not in ("q_proj", "k_proj", "v_proj", "o_proj") else 1)
                         ),
                         t.quantization_bits,
-                        act if act != "fp32" else "bf16",
+                        act if act != "fp32" else ("bf16" if w.gpu.supports("bf16") else "fp16"),
                     ),
                     calls=passes,
                 )
@@ -576,7 +576,7 @@ def _optimizer(
         variant = f"sgd-momentum-{'forloop' if impl == 'forloop' else 'foreach'}"
     else:
         variant = "sgd-foreach"
-    state = "bf16" if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
+    state = t.precision if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
     out.append(
         PlannedKernel(
             label=f"optimizer step ({variant})",

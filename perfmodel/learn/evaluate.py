@@ -215,14 +215,13 @@ def without_accelerator(kept: Any, gpu: str, kernel_table: Any) -> tuple[Any, An
     the model knows of an accelerator it has never seen is its datasheet."""
     import dataclasses
 
-    from perfmodel.catalog import get_gpu, use_extra_gpus
+    from perfmodel.catalog import get_gpu
     from perfmodel.features import rows_to_training_data
     from perfmodel.kernels.fitting import fit_efficiency_table
 
     params = fit_efficiency_table(kernel_table, exclude_gpus=(gpu,)).params
-    stripped = dataclasses.replace(get_gpu(gpu), measured={}) if gpu != "cpu" else None
-    with use_extra_gpus([stripped] if stripped is not None else []):
-        X, y, again, _ = rows_to_training_data(kept, efficiency=params)
+    stripped = {gpu: dataclasses.replace(get_gpu(gpu), measured={})} if gpu != "cpu" else {}
+    X, y, again, _ = rows_to_training_data(kept, efficiency=params, gpus=stripped)
     if len(again) != len(kept):
         raise DataError(f"refitting the kernel model without {gpu} lost {len(kept) - len(again)} rows")
     return X, y

@@ -40,9 +40,9 @@ def evidence_of(X: Any, y: Any, weights: Any, shrink_runs: float) -> Evidence | 
 class LGBMConfig:
     """Hyperparameters, fixed before any evaluation (never tuned on the evaluation splits)."""
 
-    n_estimators: int = 500
+    n_estimators: int = 300
     """Maximum boosting rounds (early stopping usually ends sooner)."""
-    learning_rate: float = 0.05
+    learning_rate: float = 0.1
     """Shrinkage per round."""
     num_leaves: int = 15
     """Leaves per tree (small: the dataset has thousands of rows, not millions)."""
@@ -54,7 +54,7 @@ class LGBMConfig:
     """Feature fraction per tree."""
     reg_lambda: float = 1.0
     """L2 regularisation on leaf values."""
-    early_stopping_rounds: int = 50
+    early_stopping_rounds: int = 30
     """Rounds without validation improvement before stopping."""
     validation_fraction: float = 0.15
     """Share of the fitted rows held out for early stopping."""
