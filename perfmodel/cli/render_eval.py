@@ -17,11 +17,14 @@ from perfmodel.learn.report import (
     REGIME_COLUMNS,
     SUMMARY_COLUMNS,
     fmt_cell,
+    fmt_column,
     regime_rows,
 )
 
 SHORT_SPLITS: dict[str, str] = {
     "loso": "source held out",
+    "unseen_gpu": "accelerator never seen",
+    "lofw": "framework held out",
     "loho": "GPU held out",
     "random": "random 5-fold",
     "lofo": "family held out",
@@ -36,6 +39,9 @@ SHORT_LABELS: dict[str, str] = {
     "coverage95_pct": "cov95\n%",
     "median_rel_width90_pct": "width90\n%",
     "width90_pct": "width90\n%",
+    "width90_ratio": "width90\nhigh/low",
+    "kind": "kind",
+    "stack": "stack",
     "model_median_ape_pct": "model\nAPE %",
     "const_median_ape_pct": "const\nAPE %",
     "bound_median_ape_pct": "bound\nAPE %",
@@ -79,7 +85,7 @@ def summary_table(summary: Any, title: str) -> Any:
     """The summary as a Rich table, the model's rows in bold."""
     rows = []
     for rec in summary.to_dict("records"):
-        cells = [_short_split(rec[k]) if k == "split" else fmt_cell(rec[k]) for k, _ in SUMMARY_COLUMNS]
+        cells = [_short_split(rec[k]) if k == "split" else fmt_column(k, rec[k]) for k, _ in SUMMARY_COLUMNS]
         rows.append((cells, "bold" if rec["method"] == "model" else None))
     return _rich_table(SUMMARY_COLUMNS, rows, title, NARROW_DROP["summary"])
 
@@ -90,7 +96,7 @@ def breakdown_table(table: Any, title: str = "by hardware and source") -> Any:
     if table is not None and len(table):
         for _, part in table.groupby(["split", "by"], sort=False):
             for rec in part.to_dict("records"):
-                rows.append(([str(rec["by"]), *(fmt_cell(rec[k]) for k, _ in BREAKDOWN_COLUMNS)], None))
+                rows.append(([str(rec["by"]), *(fmt_column(k, rec[k]) for k, _ in BREAKDOWN_COLUMNS)], None))
     return _rich_table((("by", "by"), *BREAKDOWN_COLUMNS), rows, title, NARROW_DROP["breakdown"])
 
 

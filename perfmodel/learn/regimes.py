@@ -1,7 +1,7 @@
 """Regimes: where a training job lives, for per-regime error reports and per-regime intervals.
 
 A regime is (scale, kind, stack, method, precision, parameters bucket):
-  scale      1 device | 1 node | multi-node
+  scale      cpu (a host CPU) | 1 device | 1 node | multi-node (accelerators)
   kind       transformer | cnn | other (MLPs, boosted trees, anything else)
   stack      eager (op by op, not compiled) | fused (hand-written fused kernels or torch.compile)
   method     full | LoRA | QLoRA
@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-SCALES = ("1 device", "1 node", "multi-node")
+SCALES = ("cpu", "1 device", "1 node", "multi-node")
 METHODS = ("full", "LoRA", "QLoRA")
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}
 """Training precision -> group; everything else (bf16, fp16, amp_bf16, amp_fp16) is '16-bit'."""
@@ -53,6 +53,8 @@ def regime_of(features: Mapping[str, Any]) -> tuple[str, ...]:
     gpus = _number(features, "num_gpus", 1.0)
     nodes = _number(features, "num_nodes", 1.0)
     scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
+    if str(features.get("vendor")) == "cpu":
+        scale = "cpu"  # a CPU's errors say nothing about an accelerator's, and the other way round
     lora = _number(features, "lora_r") > 0
     method = ("QLoRA" if _number(features, "quantization_bits") > 0 else "LoRA") if lora else "full"
     precision = PRECISION_GROUPS.get(str(features.get("precision")), "16-bit")

@@ -24,9 +24,9 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("coverage80_pct", "cov80 %"),
     ("coverage90_pct", "cov90 %"),
     ("coverage95_pct", "cov95 %"),
-    ("median_rel_width90_pct", "width90 %"),
+    ("width90_ratio", "width90 x"),
 )
-"""(summary column, label) of the evaluation table."""
+"""(summary column, label) of the evaluation table (width90 x: the median 90% interval's high / low)."""
 BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("key", "value"),
     ("n_rows", "rows"),
@@ -34,22 +34,27 @@ BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("const_median_ape_pct", "const median APE %"),
     ("bound_median_ape_pct", "bound median APE %"),
     ("coverage90_pct", "cov90 %"),
+    ("width90_ratio", "width90 x"),
 )
 """(breakdown column, label) of the per-GPU / per-source tables."""
 REGIME_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("split", "split"),
     ("scale", "scale"),
+    ("kind", "kind"),
+    ("stack", "stack"),
     ("method", "method"),
     ("precision", "precision"),
     ("params", "params"),
     ("n_rows", "rows"),
     ("n_runs", "runs"),
     ("model_median_ape_pct", "median APE %"),
+    ("bound_median_ape_pct", "kernel APE %"),
     ("const_median_ape_pct", "const APE %"),
     ("coverage90_pct", "cov90 %"),
-    ("width90_pct", "width90 %"),
+    ("width90_ratio", "width90 x"),
 )
 """(regime table column, label) of the per-regime tables."""
-LEFT = {"split", "method", "by", "key", "metric", "scale", "precision", "params"}
+LEFT = {"split", "method", "by", "key", "metric", "scale", "kind", "stack", "precision", "params"}
 
 
 def fmt_cell(value: Any) -> str:
@@ -59,10 +64,22 @@ def fmt_cell(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
+def fmt_column(key: str, value: Any) -> str:
+    """A cell of column `key`: widths (`*_ratio`) as 'x1.62', the rest by `fmt_cell`."""
+    return fmt_ratio(value) if key.endswith("_ratio") else fmt_cell(value)
+
+
+def fmt_ratio(value: Any) -> str:
+    """An interval width (high / low) as 'x1.62'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"x{value:.2f}" if value < 10 else f"x{value:.0f}"
+
+
 def _summary_rows(summary: Any) -> list[tuple[list[str], bool]]:
     rows = []
     for rec in summary.to_dict("records"):
-        cells = [SPLITS.get(rec[k], rec[k]) if k == "split" else fmt_cell(rec[k]) for k, _ in SUMMARY_COLUMNS]
+        cells = [SPLITS.get(rec[k], rec[k]) if k == "split" else fmt_column(k, rec[k]) for k, _ in SUMMARY_COLUMNS]
         rows.append((cells, rec["method"] == "model"))
     return rows
 
@@ -73,7 +90,7 @@ def _breakdown_groups(table: Any) -> list[tuple[str, list[list[str]]]]:
         return []
     groups = []
     for (split, by), part in table.groupby(["split", "by"], sort=False):
-        rows = [[fmt_cell(rec[k]) for k, _ in BREAKDOWN_COLUMNS] for rec in part.to_dict("records")]
+        rows = [[fmt_column(k, rec[k]) for k, _ in BREAKDOWN_COLUMNS] for rec in part.to_dict("records")]
         groups.append((f"{SPLITS.get(split, split)} by {by}", rows))
     return groups
 
@@ -105,7 +122,7 @@ def breakdown_markdown(table: Any) -> str:
 def regime_rows(table: Any, split: str) -> list[list[str]]:
     part = table[table["split"] == split]
     return [
-        [str(rec[k]) if k in LEFT else fmt_cell(rec[k]) for k, _ in REGIME_COLUMNS]
+        [str(rec[k]) if k in LEFT else fmt_column(k, rec[k]) for k, _ in REGIME_COLUMNS]
         for rec in part.to_dict("records")
     ]
 
