@@ -172,8 +172,8 @@ def test_a_well_measured_regime_uses_its_own_residuals():
     # 40 runs in '1 device|transformer|eager|full|16-bit|1B-10B': scores 0.01..0.40; the 90% conformal
     # quantile is the ceil(0.9 * 41) = 37th smallest = 0.37
     own = [round(0.01 * i, 2) for i in range(1, 41)]
-    keys = ["1 device|transformer|eager|full|16-bit|1B-10B", "1 device|transformer|eager|full|16-bit",
-            "1 device|transformer|eager|full", "1 device|transformer|eager", "1 device|transformer", "1 device", "*"]  # fmt: skip
+    keys = ["1 device|decoder|eager|full|16-bit|1B-10B", "1 device|decoder|eager|full|16-bit",
+            "1 device|decoder|eager|full", "1 device|decoder|eager", "1 device|decoder", "1 device", "*"]  # fmt: skip
     policy = _regime_policy({k: own for k in keys})
     half, warnings = policy.regime_half_width(_features(), 0.9)
     assert half == pytest.approx(0.37) and warnings == ()
@@ -182,15 +182,15 @@ def test_a_well_measured_regime_uses_its_own_residuals():
 def test_a_thin_regime_backs_off_to_its_parent_widened_and_says_so():
     # 5 QLoRA runs: too few; the parent '1 device|transformer' (60 runs of 0.2) stands in, x1.25
     cells = {
-        "1 device|transformer|eager|QLoRA|16-bit|1B-10B": [0.1] * 5,
-        "1 device|transformer|eager|QLoRA|16-bit": [0.1] * 5,
-        "1 device|transformer|eager|QLoRA": [0.1] * 5,
-        "1 device|transformer|eager": [0.1] * 5,
-        "1 device|transformer": [0.2] * 60,
+        "1 device|decoder|eager|QLoRA|16-bit|1B-10B": [0.1] * 5,
+        "1 device|decoder|eager|QLoRA|16-bit": [0.1] * 5,
+        "1 device|decoder|eager|QLoRA": [0.1] * 5,
+        "1 device|decoder|eager": [0.1] * 5,
+        "1 device|decoder": [0.2] * 60,
         "1 device": [0.2] * 60,
         "*": [0.2] * 60,
     }
     half, warnings = _regime_policy(cells).regime_half_width(_features(lora_r=16, quantization_bits=4), 0.9)
     assert half == pytest.approx(0.2 * 1.25)
-    assert len(warnings) == 1 and "5 in regime 1 device, transformer, eager, QLoRA, 16-bit, 1B-10B" in warnings[0]
-    assert "comes from 1 device, transformer (60 runs)" in warnings[0]
+    assert len(warnings) == 1 and "5 in regime 1 device, decoder, eager, QLoRA, 16-bit, 1B-10B" in warnings[0]
+    assert "comes from 1 device, decoder (60 runs)" in warnings[0]

@@ -54,7 +54,8 @@ def export_champion(
     with tempfile.TemporaryDirectory() as tmp:
         meta, text = read_model_folder(tracker.download_model(version, Path(tmp)))
     there = folder_metadata(dest)
-    if there is not None and there.model_sha256 == meta.model_sha256:
+    if there is not None and there.model_sha256 == meta.model_sha256 and there.run_id == meta.run_id:
+        # the same trees and the same run (another run's trees can match while its calibration differs)
         return False, f"{dest} already holds champion version {version}"
     candidate = Candidate(
         label=f"champion version {version}",

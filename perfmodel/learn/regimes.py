@@ -2,7 +2,7 @@
 
 A regime is (scale, kind, stack, method, precision, parameters bucket):
   scale      cpu (a host CPU) | 1 device | 1 node | multi-node (accelerators)
-  kind       transformer | cnn | other (MLPs, boosted trees, anything else)
+  kind       decoder (LLMs, encoder-decoders) | encoder (BERT, ViT) | cnn | other (MLPs, trees, ...)
   stack      eager (op by op, not compiled) | fused (hand-written fused kernels or torch.compile)
   method     full | LoRA | QLoRA
   precision  fp32 (fp32, tf32) | 16-bit (bf16, fp16 and their amp_ forms) | fp8
@@ -45,9 +45,6 @@ def _number(features: Mapping[str, Any], name: str, default: float = 0.0) -> flo
     return default if math.isnan(value) else value
 
 
-TRANSFORMER_ARCHS = ("decoder", "encoder", "encoder-decoder")
-
-
 def regime_of(features: Mapping[str, Any]) -> tuple[str, ...]:
     """(scale, kind, stack, method, precision, params) of one feature row (`perfmodel.features` names)."""
     gpus = _number(features, "num_gpus", 1.0)
@@ -61,7 +58,7 @@ def regime_of(features: Mapping[str, Any]) -> tuple[str, ...]:
     params = 10 ** _number(features, "log_params_total", 0.0)
     bucket = next(label for bound, label in PARAM_BUCKETS if params < bound)
     arch = str(features.get("arch"))
-    kind = "transformer" if arch in TRANSFORMER_ARCHS else ("cnn" if arch == "cnn" else "other")
+    kind = {"decoder": "decoder", "encoder-decoder": "decoder", "encoder": "encoder", "cnn": "cnn"}.get(arch, "other")
     eager = _number(features, "recipe_fused_kinds") == 0 and _number(features, "torch_compile") == 0
     return scale, kind, "eager" if eager else "fused", method, precision, bucket
 
