@@ -158,3 +158,18 @@ def mondrian_scores(
         key: sorted(round(v, 5) for scores in by_source.values() for v in _balanced(scores, cap))
         for key, by_source in sorted(cells.items())
     }
+
+
+def mondrian_runs(regimes: Any, run_groups: Any) -> dict[str, int]:
+    """Measured runs per regime cell (every coarser cell included): the evidence a cell needs before
+    its own scores set its interval, counted before any per-source cap."""
+    from perfmodel.learn.regimes import cell_keys
+
+    first: dict[str, tuple[str, ...]] = {}
+    for regime, group in zip(regimes, run_groups, strict=True):
+        first.setdefault(str(group), tuple(regime))
+    runs: dict[str, int] = {}
+    for regime in first.values():
+        for key in cell_keys(regime):
+            runs[key] = runs.get(key, 0) + 1
+    return dict(sorted(runs.items()))

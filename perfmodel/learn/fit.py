@@ -110,16 +110,20 @@ def _residuals(calibration: GroupedCalibration, groups: str) -> Residuals:
 
 
 def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> MondrianCells:
-    from perfmodel.learn.conformal import mondrian_scores
+    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
     from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
 
     regimes = [regime_of(row) for row in X.to_dict("records")]
-    cells = mondrian_scores(calibration.row_scores, regimes, run_groups(kept), [str(s) for s in kept["source"]])
+    groups = run_groups(kept)
+    scored = [r for r, s in zip(regimes, calibration.row_scores, strict=True) if s == s]  # NaN: not scored
+    scored_groups = [g for g, s in zip(groups, calibration.row_scores, strict=True) if s == s]
+    cells = mondrian_scores(calibration.row_scores, regimes, groups, [str(s) for s in kept["source"]])
     return MondrianCells(
         levels=tuple(LEVELS),
         min_runs_per_cell=MIN_RUNS_PER_CELL,
         thin_evidence_widening=THIN_EVIDENCE_WIDENING,
         cells={k: tuple(v) for k, v in cells.items()},
+        runs=mondrian_runs(scored, scored_groups),
     )
 
 

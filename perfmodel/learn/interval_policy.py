@@ -162,12 +162,15 @@ class IntervalPolicy:
         regime_scores: Mapping[str, Sequence[float]] | None = None,
         min_runs_per_cell: int = MIN_RUNS_PER_CELL,
         thin_evidence_widening: float = THIN_EVIDENCE_WIDENING,
+        regime_runs: Mapping[str, int] | None = None,
     ) -> None:
         self.hardware_scores = list(hardware_scores)
         """Sorted |log residuals| of the main (grouped) calibration, all regimes together."""
         self.regime_scores = {k: list(v) for k, v in (regime_scores or {}).items()}
         """Regime cell key -> sorted one-vote-per-run |log residuals| (Mondrian); empty for models
         calibrated before regimes existed (then every query uses `hardware_scores`)."""
+        self.regime_runs = dict(regime_runs) if regime_runs else None
+        """Regime cell key -> measured runs (before the per-source cap); None: count the scores."""
         self.min_runs_per_cell = int(min_runs_per_cell)
         self.thin_evidence_widening = float(thin_evidence_widening)
         self.family_scores = list(family_scores)
@@ -190,6 +193,7 @@ class IntervalPolicy:
             thin_evidence_widening=THIN_EVIDENCE_WIDENING
             if mondrian is None or mondrian.thin_evidence_widening is None
             else mondrian.thin_evidence_widening,
+            regime_runs=mondrian.runs if mondrian else None,
         )
 
     def regime_half_width(
@@ -201,9 +205,15 @@ class IntervalPolicy:
         if not self.regime_scores:
             return self.half_width(confidence, "hardware")
         keys = cell_keys(regime_of(features))
-        chosen = next((k for k in keys if len(self.regime_scores.get(k, ())) >= self.min_runs_per_cell), None)
+
+        def runs(key: str) -> int:
+            if self.regime_runs is not None:
+                return int(self.regime_runs.get(key, 0))
+            return len(self.regime_scores.get(key, ()))
+
+        chosen = next((k for k in keys if runs(k) >= self.min_runs_per_cell), None)
         if chosen is None:  # nothing is well measured (a small model): the largest pool there is
-            chosen = max(keys, key=lambda k: len(self.regime_scores.get(k, ())))
+            chosen = max(keys, key=runs)
         scores = self.regime_scores.get(chosen, ()) or self.hardware_scores
         q = conformal_quantile(scores, float(confidence))
         warns: tuple[str, ...] = ()
@@ -213,11 +223,11 @@ class IntervalPolicy:
                 f"only {len(scores)} calibration runs: the {confidence:.0%} interval uses the largest residual",
             )
         if chosen != keys[0]:
-            own = len(self.regime_scores.get(keys[0], ()))
+            own = runs(keys[0])
             q *= self.thin_evidence_widening
             warns += (
                 f"few measured runs like this one ({own} in regime {describe(keys[0])}): the interval "
-                f"comes from {describe(chosen)} ({len(scores)} runs), widened x{self.thin_evidence_widening:g}",
+                f"comes from {describe(chosen)} ({runs(chosen)} runs), widened x{self.thin_evidence_widening:g}",
             )
         return q, warns
 

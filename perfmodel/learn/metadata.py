@@ -125,6 +125,8 @@ class MondrianCells:
     """Fewest runs a cell needs to give its own interval (None: the code's default)."""
     thin_evidence_widening: float | None = None
     """Half-width factor when a coarser cell stands in (None: the code's default)."""
+    runs: Mapping[str, int] | None = None
+    """Regime cell key -> measured runs in it before the per-source cap (None: len(cells[key]))."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MondrianCells:
@@ -133,15 +135,19 @@ class MondrianCells:
             levels=tuple(str(v) for v in data.get("levels", ())),
             min_runs_per_cell=_optional(data, "min_runs_per_cell", int),
             thin_evidence_widening=_optional(data, "thin_evidence_widening", float),
+            runs=None if data.get("runs") is None else {str(k): int(v) for k, v in data["runs"].items()},
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "levels": list(self.levels),
             "min_runs_per_cell": self.min_runs_per_cell,
             "thin_evidence_widening": self.thin_evidence_widening,
             "cells": {k: list(v) for k, v in self.cells.items()},
         }
+        if self.runs is not None:
+            out["runs"] = dict(self.runs)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
