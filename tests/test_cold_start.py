@@ -139,10 +139,10 @@ def test_unknown_levels_are_missing_in_both_paths():
             parallel=ParallelSpec(),
         )
         rows.append(feature_vector(w, estimate(w)))
-    rows[0] = {**rows[0], "arch": "state-space", "framework": None}
+    rows[0] = {**rows[0], "arch": "state-space", "strategy": None}
     rows[1] = {**rows[1], "vendor": "acme", "attention_kernel": "ring"}
     M = feature_matrix(rows)
-    for i, name in ((0, "arch"), (0, "framework"), (1, "vendor"), (1, "attention_kernel")):
+    for i, name in ((0, "arch"), (0, "strategy"), (1, "vendor"), (1, "attention_kernel")):
         assert math.isnan(M[i, FEATURE_NAMES.index(name)]), name
     frame = categorize(pd.DataFrame(rows, columns=list(FEATURE_NAMES)))
     np.testing.assert_array_equal(model.predict_log_ratio_rows(rows), model.predict_log_ratio(frame))
@@ -176,12 +176,12 @@ def test_a_model_trained_before_a_level_was_appended_is_coded_as_lightgbm_does(t
     from perfmodel.features import FEATURE_NAMES, feature_matrix, feature_vector
 
     shipped = _shipped()
-    model = _recoded(shipped, "framework", lambda levels: levels[:-2], cpu_only=False)
+    model = _recoded(shipped, "arch", lambda levels: levels[:-2], cpu_only=False)
     items, X = table_rows
     rows = [feature_vector(w, e, includes_optimizer_step=o) for w, e, o in items]
     np.testing.assert_array_equal(model.predict_log_ratio_rows(rows), model.predict_log_ratio(X))
     # rows whose level the old model lacks are coded differently from today's levels
-    j = FEATURE_NAMES.index("framework")
+    j = FEATURE_NAMES.index("arch")
     today = feature_matrix(rows)[:, j]
     old = feature_matrix(rows, levels=model.category_levels())[:, j]
     assert (np.isnan(old) & ~np.isnan(today)).any()

@@ -81,14 +81,19 @@ def test_save_load_roundtrip_gives_the_same_corrections(trained, tmp_path):
 
 
 def test_in_domain_interval_is_the_grouped_conformal_quantile_without_warnings(trained):
+    from perfmodel.learn.regimes import regime_of
+
     model, kept = trained
-    with synthetic_catalog():
-        (c,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
+    mondrian = model.metadata.conformal.mondrian
+    assert mondrian.runs is not None
+    with synthetic_catalog():  # a llama row on synth-h1 whose own regime cell has >= 30 runs
+        rows = kept[(kept["gpu"] == "synth-h1") & (kept["model_family"] == "llama")].to_dict("records")
+        row = next(r for r in rows if mondrian.runs.get("|".join(regime_of(_features(r))), 0) >= 30)
+        (c,) = model.correct(items_for([row]), 0.9)
+        own = "|".join(regime_of(_features(row)))
     # oracle: numpy's 'lower' quantile at ceil(0.9 (n + 1)) / n (MAPIE's rule) of the stored
-    # one-vote-per-run residuals of the query's regime (its own cell has >= 30 runs here)
-    cells = model.metadata.conformal.mondrian.cells
-    own = "|".join(_regime(model, kept))
-    assert len(cells[own]) >= 30
+    # one-vote-per-run residuals of the query's regime
+    cells = mondrian.cells
     scores = np.asarray(cells[own])
     n = len(scores)
     q = float(np.quantile(scores, math.ceil(0.9 * (n + 1)) / n, method="lower"))

@@ -196,6 +196,7 @@ def _summary_frame():
                     "coverage90_pct": 91.9 if model else float("nan"),
                     "coverage95_pct": 95.4 if model else float("nan"),
                     "median_rel_width90_pct": 106.9 if model else float("nan"),
+                    "width90_ratio": 1.62 if model else float("nan"),
                 }
             )
     return pd.DataFrame(rows)
@@ -217,11 +218,11 @@ def test_evaluation_summary_fits_80_columns_one_line_per_row():
     assert "…" not in text
     for long in SPLITS.values():
         assert long not in text  # the long descriptions stay in Markdown
-    for short in SHORT_SPLITS.values():
-        rows = _row_lines(lines, short)
-        assert len(rows) == 3, (short, rows)  # model, const, bound: each on one line
+    for split in ("loso", "loho", "random", "lofo"):
+        rows = _row_lines(lines, SHORT_SPLITS[split])
+        assert len(rows) == 3, (split, rows)  # model, const, bound: each on one line
         model = [r for r in rows if " model " in r]
-        assert model and "12.3" in model[0] and "91.9" in model[0] and "106.9" in model[0]
+        assert model and "12.3" in model[0] and "91.9" in model[0] and "x1.62" in model[0]
     assert len(lines) == 1 + 3 + 12  # title, two header lines and the rule, 12 rows: nothing wrapped
 
 
@@ -251,6 +252,7 @@ def test_breakdown_and_regime_tables_fit_80_columns():
                 "const_median_ape_pct": 51.2,
                 "bound_median_ape_pct": 1173.0,
                 "coverage90_pct": 91.9,
+                "width90_ratio": 1.62,
             }
             for by, key in (("gpu", "Quadro-RTX-8000"), ("gpu", "A100-PCIe-80GB"), ("source", LONG_SOURCE))
         ]
@@ -260,6 +262,8 @@ def test_breakdown_and_regime_tables_fit_80_columns():
             {
                 "split": split,
                 "scale": "multi-node",
+                "kind": "decoder",
+                "stack": "fused",
                 "method": "QLoRA",
                 "precision": "16-bit",
                 "params": "10B-100B",
@@ -267,8 +271,10 @@ def test_breakdown_and_regime_tables_fit_80_columns():
                 "n_runs": 1336.0,
                 "model_median_ape_pct": 22.9,
                 "const_median_ape_pct": 53.1,
+                "bound_median_ape_pct": 60.2,
                 "coverage90_pct": 91.9,
                 "width90_pct": 106.9,
+                "width90_ratio": 1.62,
             }
             for split in ("loso", "loho")
         ]

@@ -48,9 +48,9 @@ SHORT_LABELS: dict[str, str] = {
 }
 """Column -> its two-line header in terminal tables (APE columns are median APEs unless named)."""
 NARROW_DROP: dict[str, tuple[tuple[str, ...], ...]] = {
-    "summary": (("coverage80_pct", "coverage95_pct"), ("mean_ape_pct", "n_folds")),
+    "summary": (("coverage80_pct", "coverage95_pct"), ("mean_ape_pct", "n_folds"), ("p90_ape_pct",)),
     "breakdown": (("bound_median_ape_pct",), ("const_median_ape_pct",)),
-    "regime": (("n_rows",), ("const_median_ape_pct",)),
+    "regime": (("n_rows",), ("const_median_ape_pct",), ("bound_median_ape_pct",), ("stack",)),
 }
 """Table -> columns left out, step by step, while the table is wider than the terminal."""
 

@@ -325,8 +325,11 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     feats: dict[int, GpuFeatures] = {}
     for i, (w, gpu) in enumerate(pairs):
         f = feats.get(id(gpu)) or feats.setdefault(id(gpu), gpu_features(gpu))
-        peak = _peak(gpu, w.dtype)
-        measured = _measured_eta(gpu, w.dtype)
+        if w.flops or gpu.supports(w.dtype):
+            peak = _peak(gpu, w.dtype)
+        else:  # a memory-bound kernel in a dtype the accelerator has no compute peak for (fp32 on Gaudi)
+            peak = max(gpu.peak_tflops.values(), default=1.0) * 1e12
+        measured = _measured_eta(gpu, w.dtype) if gpu.supports(w.dtype) else None
         cols["vendor"][i] = VENDORS.index(f.vendor)
         cols["bw"][i], cols["sm"][i], cols["peak"][i] = f.bw, f.sm, peak
         cols["has_tdp"][i] = 1.0 if f.tdp_w > 0 else 0.0

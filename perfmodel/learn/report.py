@@ -38,7 +38,6 @@ BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """(breakdown column, label) of the per-GPU / per-source tables."""
 REGIME_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("split", "split"),
     ("scale", "scale"),
     ("kind", "kind"),
     ("stack", "stack"),
