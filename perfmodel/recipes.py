@@ -41,8 +41,9 @@ host under pressure (bitsandbytes PagedAdamW8bit, PagedAdamW: outside PyTorch's 
 EAGER_NORMS = ("upcast", "aten")
 """How an unfused RMSNorm runs: `upcast` (the module upcasts to fp32 in Python, as transformers
 LlamaRMSNorm, torchtune and litgpt do: autograd keeps the fp32 input and the normalised copy),
-`aten` (torch.nn.RMSNorm / F.rms_norm: one _fused_rms_norm kernel on CUDA that keeps the input and
-one fp32 rstd per row; tools/autograd/derivatives.yaml `_fused_rms_norm`)."""
+`aten` (torch.nn.RMSNorm / F.rms_norm: aten's rms_norm composite, upcast to fp32, times rstd, times
+the weight in fp32, then cast back: keeps the fp32 upcast and, when the weight trains, the fp32
+product; PyTorch 2.13 registers `_fused_rms_norm` as CompositeImplicitAutograd)."""
 
 GQA_MODES = ("native", "repeat")
 """How grouped-query attention meets the attention kernel: `native` (SDPA enable_gqa / FlashAttention
@@ -101,6 +102,10 @@ class FrameworkRecipe:
     """How grouped-query attention reaches the attention kernel (one of GQA_MODES)."""
     lora_dtype: str = "fp32"
     """The dtype LoRA adapters are kept and run in (one of LORA_DTYPES)."""
+    kv_cache: bool = False
+    """The model fills a KV cache in its training forward (transformers models: config.use_cache is
+    True by default and only gradient checkpointing turns it off): every layer's keys and values are
+    copied into it and held until the forward's output is dropped, through the loss."""
     activation_offload: bool = False
     """Checkpointed activations are offloaded to host memory (unsloth's gradient checkpointing,
     torchtune enable_activation_offloading)."""
