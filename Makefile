@@ -63,6 +63,7 @@ bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold
 	$(BIN)/python bench/bench_sweep.py
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_train.py
+	$(BIN)/python bench/bench_kernels_fit.py
 
 # Opt-in, not part of install or CI: real Ludwig needs Python >= 3.12 and ~6 GB (torch 2.11 CUDA build from
 # PyPI on x86_64). perfmodel finds this venv by itself (perfmodel/config/ludwig_venv.py); pins as measured in

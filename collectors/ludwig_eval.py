@@ -58,6 +58,11 @@ def _with_local_paths(rec: dict[str, Any], runs_dir: Path) -> dict[str, Any]:
     return rec
 
 
+LAB_HARDWARE_ID = "cpu-2c-cba6f5"
+"""The host the lab's runs were measured on (this project's 2-core machine, datasets/raw/fingerprint__cpu-2c-cba6f5.json):
+predictions are made for it by name, so the evaluation does not depend on the machine running it."""
+
+
 def evaluate_runs(
     runs_dir: Path, *, model_dir: str | None = None, use_learned: bool = True
 ) -> list[RunComparison]:
@@ -70,7 +75,7 @@ def evaluate_runs(
         if p.name.endswith(".contended.json"):
             continue
         rec = _with_local_paths(json.loads(p.read_text()), runs_dir)
-        w = record_workload(rec, dataset=_dataset(rec, runs_dir), actual_batch=False)
+        w = record_workload(rec, dataset=_dataset(rec, runs_dir), actual_batch=False, gpu=LAB_HARDWARE_ID)
         pred = predict(w, model_dir=model_dir, use_learned=use_learned)
         st = rec["steps"]
         out.append(

@@ -37,8 +37,11 @@ def full_batches(rec: dict[str, Any]) -> list[float]:
     return [float(t) for i, t in enumerate(steps) if i > 0 and not (partial and i % spe == spe - 1)]
 
 
-def record_workload(rec: dict[str, Any], *, dataset: Path | None = None, actual_batch: bool = True) -> Any:
-    """perfmodel's workload for a measured run (a temporary copy of its config, its dataset, cpu).
+def record_workload(
+    rec: dict[str, Any], *, dataset: Path | None = None, actual_batch: bool = True, gpu: str = "cpu"
+) -> Any:
+    """perfmodel's workload for a measured run (a temporary copy of its config, its dataset, on
+    `gpu`: this machine's CPU by default, or the measured host it ran on, e.g. LAB_HARDWARE_ID).
     `actual_batch`: pin the batch size Ludwig used (rows); False: predict as a user would."""
     import yaml
 
@@ -49,7 +52,7 @@ def record_workload(rec: dict[str, Any], *, dataset: Path | None = None, actual_
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump(rec["config_used"]))
         overrides = [f"training.micro_batch_size={record_batch_size(rec)}"] if actual_batch else []
-        return load_workload(cfg, dataset=ds, gpu="cpu", overrides=overrides)
+        return load_workload(cfg, dataset=ds, gpu=gpu, overrides=overrides)
 
 
 def run_summary(rec: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +94,7 @@ def records_to_rows(records: list[dict[str, Any]], *, hardware_id: str) -> list[
         steps = full_batches(rec)  # the first batch warms up (allocations, lazy init)
         if not steps:
             continue
-        w = record_workload(rec)
+        w = record_workload(rec)  # this machine: the host that just measured it
         batch = record_batch_size(rec)
         median = statistics.median(steps)
         key = json.dumps(

@@ -262,7 +262,7 @@ def _source(w: Workload) -> str:
     torch-eager recipe's torch.nn.RMSNorm, repeated K/V heads, adapters in the model's dtype) or
     Hugging Face transformers' (every other recipe)."""
     recipe = recipe_of(w)
-    torch_like = recipe.eager_norm == "aten" and recipe.gqa == "repeat" and recipe.lora_dtype == "model"
+    torch_like = recipe.native_norm and recipe.gqa == "repeat" and recipe.lora_dtype == "model"
     plain = w.model.arch == "encoder" or (w.model.arch == "decoder" and w.model.gated_mlp)
     return "torch" if torch_like and plain and recipe.loss == "materialized" and not recipe.fused else "hf"
 

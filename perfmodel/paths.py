@@ -56,6 +56,11 @@ def features_path() -> Path:
     return datasets_dir() / "features.parquet"
 
 
+def kernels_dir() -> Path:
+    """The kernel table: measured kernel calls, one parquet per source (`perfmodel kernels build`)."""
+    return datasets_dir() / "kernels"
+
+
 def peak_memory_path() -> Path:
     """Published peak-memory measurements (`perfmodel memcheck`)."""
     return public_dir() / "memory" / "peak_memory.parquet"

@@ -20,6 +20,9 @@ from perfmodel import __version__
 from perfmodel.analytic import AnalyticEstimate, estimate
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
 from perfmodel.errors import ConfigError
+from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
+from perfmodel.learn.shipped import Correction, Corrector, load_shipped_model
+from perfmodel.paths import model_dir as default_model_dir
 from perfmodel.workload import Workload
 
 WARNING_PREFIX = "warning: "
@@ -188,9 +191,9 @@ def predict_many(
         raise ConfigError(f"--confidence must be in [0.5, 1), got {confidence}")
     estimates = [estimate(w) for w in workloads]
     learned, missing = _load_learned(model_dir) if use_learned else (None, "")
-    corrections: list[Any] = [None] * len(workloads)
+    corrections: list[Correction | None] = [None] * len(workloads)
     if learned is not None and workloads:
-        corrections = learned.correct(list(zip(workloads, estimates, strict=True)), confidence=confidence)
+        corrections = [*learned.correct(list(zip(workloads, estimates, strict=True)), confidence=confidence)]
     return [
         _assemble(w, est, corr, learned, confidence, missing)
         for w, est, corr in zip(workloads, estimates, corrections, strict=True)
@@ -218,7 +221,7 @@ def learned_step_interval(
     return floored(step, est.t_roofline_s)
 
 
-def _step_interval(est: AnalyticEstimate, corr: Any, missing: str) -> tuple[Interval, list[str]]:
+def _step_interval(est: AnalyticEstimate, corr: Correction | None, missing: str) -> tuple[Interval, list[str]]:
     """Step time with its interval: the learned correction of the analytic step time (or the
     analytic efficiency range), never faster than the roofline floor."""
     warnings: list[str] = []
@@ -242,7 +245,12 @@ def _step_interval(est: AnalyticEstimate, corr: Any, missing: str) -> tuple[Inte
 
 
 def _assemble(
-    workload: Workload, est: AnalyticEstimate, corr: Any, learned: Any, confidence: float, missing: str
+    workload: Workload,
+    est: AnalyticEstimate,
+    corr: Correction | None,
+    learned: Corrector | None,
+    confidence: float,
+    missing: str,
 ) -> PredictedRun:
     plan = plan_run(workload, est)
     step, step_warnings = _step_interval(est, corr, missing)
@@ -314,13 +322,10 @@ def _assemble(
     )
 
 
-def _load_learned(model_dir: str | Path | None) -> tuple[Any, str]:
+def _load_learned(model_dir: str | Path | None) -> tuple[Corrector | None, str]:
     """(the learned model in `model_dir` (default: the shipped models/), or None, and why not),
     loaded once per process while its files are unchanged (planners and services predict many
     workloads in a row)."""
-    from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
-    from perfmodel.paths import model_dir as default_model_dir
-
     path = Path(model_dir) if model_dir is not None else default_model_dir()
     stamps = tuple(
         f.stat().st_mtime_ns if f.is_file() else None for f in (path / MODEL_FILE, path / METADATA_FILE)
@@ -337,7 +342,5 @@ def _load_learned(model_dir: str | Path | None) -> tuple[Any, str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _learned_cached(path: str, stamps: tuple[int | None, ...]) -> Any:
-    from perfmodel.learn.shipped import load_shipped_model
-
+def _learned_cached(path: str, stamps: tuple[int | None, ...]) -> Corrector | None:
     return load_shipped_model(path)

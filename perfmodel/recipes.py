@@ -38,13 +38,6 @@ OPTIMIZER_STATES = ("fp32", "8bit", "paged-8bit", "paged-fp32")
 8-bit block-wise (bitsandbytes Adam8bit), 8-bit or 32-bit in CUDA managed memory that pages to the
 host under pressure (bitsandbytes PagedAdamW8bit, PagedAdamW: outside PyTorch's allocator)."""
 
-EAGER_NORMS = ("upcast", "aten")
-"""How an unfused RMSNorm runs: `upcast` (the module upcasts to fp32 in Python, as transformers
-LlamaRMSNorm, torchtune and litgpt do: autograd keeps the fp32 input and the normalised copy),
-`aten` (torch.nn.RMSNorm / F.rms_norm: aten's rms_norm composite, upcast to fp32, times rstd, times
-the weight in fp32, then cast back: keeps the fp32 upcast and, when the weight trains, the fp32
-product; PyTorch 2.13 registers `_fused_rms_norm` as CompositeImplicitAutograd)."""
-
 GQA_MODES = ("native", "repeat")
 """How grouped-query attention meets the attention kernel: `native` (SDPA enable_gqa / FlashAttention
 read each K/V head for its group; transformers sdpa_attention_forward when there is no padding
@@ -93,11 +86,12 @@ class FrameworkRecipe:
     model are never held at once (torchtune optimizer_in_bwd, LOMO)."""
     loss: str = "materialized"
     """How the loss over the vocabulary runs (one of LOSS_MODES)."""
+    native_norm: bool = False
+    """RMSNorm is torch.nn.RMSNorm, which runs as one ATen kernel per phase on CUDA (`_fused_rms_norm`),
+    not written op by op as Hugging Face's LlamaRMSNorm is."""
     lora_fused: bool = False
     """LoRA adapters run in fused custom autograd functions (unsloth fast_lora), not as separate
     dropout / matmul / scale / add ops."""
-    eager_norm: str = "upcast"
-    """How an unfused RMSNorm runs (one of EAGER_NORMS)."""
     gqa: str = "native"
     """How grouped-query attention reaches the attention kernel (one of GQA_MODES)."""
     lora_dtype: str = "fp32"
@@ -130,7 +124,6 @@ class FrameworkRecipe:
             ("optimizer_impl", OPTIMIZER_IMPLS),
             ("optimizer_state", OPTIMIZER_STATES),
             ("loss", LOSS_MODES),
-            ("eager_norm", EAGER_NORMS),
             ("gqa", GQA_MODES),
             ("lora_dtype", LORA_DTYPES),
         ):

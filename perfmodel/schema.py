@@ -146,6 +146,46 @@ MICROBENCH_COLUMNS: tuple[Column, ...] = (
 # fmt: on
 
 
+# --- the kernel table: one measured kernel call per row (datasets/kernels/*.parquet) ------------
+# Never training rows of the feature table: it is what `perfmodel.kernels.efficiency` is fitted on.
+# Built by `perfmodel kernels build` (collectors/public/kernel_table.py) from public kernel
+# benchmarks and the collectors' micro-benchmarks; work columns come from `perfmodel.kernels.work`.
+
+KERNEL_SCHEMA_VERSION = "1"
+"""Bumped when a kernel-table column is added, removed or changes meaning."""
+
+# fmt: off
+KERNEL_COLUMNS: tuple[Column, ...] = (
+    _C(name="row_id", dtype="string", unit="", meaning="Stable unique id (hash of source + measured point).", required=True),
+    _C(name="source", dtype="string", unit="", meaning="Dataset the row comes from (a public file stem or 'perfmodel-collector').", required=True),
+    _C(name="citation", dtype="string", unit="", meaning="owner/repo@commit:path (or the collector version) the number was read from.", required=True),
+    _C(name="gpu", dtype="string", unit="", meaning="Accelerator catalog key, or 'cpu'.", required=True),
+    _C(name="gpu_name_raw", dtype="string", unit="", meaning="Accelerator name as the source wrote it."),
+    _C(name="hardware_id", dtype="string", unit="", meaning="Measuring host fingerprint (own CPU rows: its measured ceilings)."),
+    _C(name="kernel_kind", dtype="string", unit="", meaning="perfmodel.kernels.work.KERNEL_KINDS.", required=True),
+    _C(name="impl", dtype="string", unit="", meaning="eager | fused | compiled (perfmodel.kernels.work.IMPLS).", required=True),
+    _C(name="variant", dtype="string", unit="", meaning="perfmodel.kernels.work.VARIANTS[kind].", required=True),
+    _C(name="dtype", dtype="string", unit="", meaning="fp32 | tf32 | bf16 | fp16 | fp8: what the kernel computes and stores in.", required=True),
+    _C(name="phase", dtype="string", unit="", meaning="forward | backward | full (forward + backward).", required=True),
+    _C(name="shape", dtype="string", unit="", meaning="KernelWork.shape joined by 'x' (its meaning per kind: perfmodel/kernels/work.py)."),
+    _C(name="flops", dtype="float64", unit="FLOP", meaning="Useful FLOPs of the call (0 for memory-bound kinds).", required=True),
+    _C(name="bytes", dtype="float64", unit="bytes", meaning="Minimal HBM bytes: every input read once, every output written once.", required=True),
+    _C(name="bytes_moved", dtype="float64", unit="bytes", meaning="HBM bytes the implementation moves (eager: summed over its ops).", required=True),
+    _C(name="launches", dtype="float64", unit="kernels", meaning="Kernels the call launches.", required=True),
+    _C(name="time_s", dtype="float64", unit="s", meaning="Measured device time of one call (the source's median or mean, see notes).", required=True),
+    _C(name="time_p20_s", dtype="float64", unit="s", meaning="20th percentile of the measured times, where the source gives it."),
+    _C(name="time_p80_s", dtype="float64", unit="s", meaning="80th percentile of the measured times, where the source gives it."),
+    _C(name="provider_raw", dtype="string", unit="", meaning="The implementation as the source names it (Liger kernel_provider, NeuSight op)."),
+    _C(name="kernel_name_raw", dtype="string", unit="", meaning="The benchmark or op name as the source writes it."),
+    _C(name="measured_at", dtype="string", unit="ISO-8601", meaning="When it was measured or committed."),
+    _C(name="torch_version", dtype="string", unit="", meaning="PyTorch version where known."),
+    _C(name="notes", dtype="string", unit="", meaning="How the row was derived; caveats carried from the source."),
+)
+# fmt: on
+
+KERNEL_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in KERNEL_COLUMNS)
+
+
 def empty_frame(columns: tuple[Column, ...] = COLUMNS) -> Any:
     """An empty DataFrame with the schema's columns and dtypes."""
     import pandas as pd

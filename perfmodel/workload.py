@@ -465,6 +465,9 @@ class GPUSpec:
     """Board power in W."""
     sm_count: int = 0
     """Streaming multiprocessors (compute units on AMD)."""
+    l2_cache_mb: float = 0.0
+    """On-chip L2 cache in MB (Gaudi: its on-chip SRAM); 0 = unknown (CPUs). The kernel-table
+    importers read it (collectors/public/kernels_neusight.py l2_resident)."""
     release_year: int = 0
     """Year of release."""
     aliases: tuple[str, ...] = ()

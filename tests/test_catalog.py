@@ -69,6 +69,7 @@ def test_every_gpu_file_loads_with_sane_units(path: Path) -> None:
     assert 0 < gpu.inter_node_bandwidth_gb_per_s <= 200
     assert 50 <= gpu.tdp_w <= 1_500
     assert 2016 <= gpu.release_year <= 2026
+    assert 1 <= gpu.l2_cache_mb <= 256, "on-chip L2 (or SRAM) in MB, with its source: the kernel table reads it"
     assert gpu.generation
     assert gpu.peak_tflops and all(v > 0 for v in gpu.peak_tflops.values())
     assert set(gpu.peak_tflops) <= {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
@@ -77,7 +78,7 @@ def test_every_gpu_file_loads_with_sane_units(path: Path) -> None:
 @pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.stem)
 def test_every_gpu_file_cites_its_peaks_and_bandwidth(path: Path) -> None:
     sources = _raw(path).get("sources") or {}
-    for field in ("peak_tflops", "hbm_bandwidth_gb_per_s"):
+    for field in ("peak_tflops", "hbm_bandwidth_gb_per_s", "l2_cache_mb"):
         assert isinstance(sources.get(field), str) and len(sources[field]) > 10, (
             f"{path.name}: no source for {field}"
         )
@@ -483,3 +484,21 @@ def test_measured_hosts_are_read_from_the_datasets_folder_in_paths(tmp_path: Pat
     monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path / "empty"))
     with pytest.raises(CatalogError, match="no fingerprint for host 'host-x'"):
         get_measured_host("host-x")
+
+
+def test_cpu_is_this_machine_and_says_so_while_a_measured_host_is_the_same_everywhere(monkeypatch):
+    """`cpu` follows the machine (the output says which CPU and whether it was measured); a measured
+    host's id resolves to that host's fingerprint and ceilings on any machine (issue 21 item 6)."""
+    from perfmodel.catalog import hardware
+    from perfmodel.catalog.hardware import get_gpu, gpu_resolution_note
+
+    here = gpu_resolution_note("cpu")
+    assert here and "this machine's CPU (Intel(R) Xeon(R) Processor, 2 cores; ceilings measured" in here
+    fixed = get_gpu("cpu-2c-cba6f5")
+    monkeypatch.setattr(hardware, "local_cpu_facts", lambda: ("AMD EPYC 7B13", 2, 16.0))
+    hardware._describe_local_cpu.cache_clear()
+    other = get_gpu("cpu")
+    assert other.generation == "AMD EPYC 7B13" and not other.measured
+    note = gpu_resolution_note("cpu")
+    assert note and "no measurement of this CPU" in note and "cpu-2c-cba6f5" in note
+    assert get_gpu("cpu-2c-cba6f5") == fixed and fixed.measured and fixed.generation == "Intel(R) Xeon(R) Processor"

@@ -37,6 +37,7 @@ def test_cpu_rows_do_not_pull_accelerator_predictions(data):
 
 
 def test_the_stored_text_holds_both_boosters_and_reloads_to_the_same_predictions(data, tmp_path):
+    from perfmodel.learn.metadata import ModelMetadata
     from perfmodel.learn.shipped import LearnedModel
 
     X, y, cpu = data
@@ -52,7 +53,7 @@ def test_the_stored_text_holds_both_boosters_and_reloads_to_the_same_predictions
     np.testing.assert_allclose(predict_by_device(*reloaded, X), reg.predict(X), rtol=1e-9)
     model = LearnedModel(
         None,
-        {
+        ModelMetadata.from_json({
             "feature_names": list(X.columns),
             "conformal": {"abs_residuals_sorted": [0.1]},
             "domain": {
@@ -62,7 +63,7 @@ def test_the_stored_text_holds_both_boosters_and_reloads_to_the_same_predictions
                 "numeric_ranges": {},
                 "categories_seen": {},
             },
-        },
+        }),
         model_text=text,
     )
     np.testing.assert_allclose(model.predict_log_ratio(X), reg.predict(X), rtol=1e-9)

@@ -9,6 +9,7 @@ import pytest
 
 from perfmodel.errors import ConfigError
 from perfmodel.learn.interval_policy import IntervalPolicy, Query, TrainingDomain
+from perfmodel.learn.metadata import ModelMetadata
 
 # 19 hardware residuals 0.01 .. 0.19: the 90% split-conformal quantile is the ceil(0.9 * 20) = 18th
 # smallest, 0.18; 80% -> 16th, 0.16. Family residuals 0.1 .. 1.9 (19): 90% -> 1.8.
@@ -119,6 +120,7 @@ def test_confidence_outside_the_open_unit_interval_is_refused(bad):
 
 def test_policy_reads_the_metadata_layout():
     metadata = {
+        "feature_names": [],
         "conformal": {"abs_residuals_sorted": HW, "family": None},
         "domain": {
             "gpus_seen": ["A100-80GB"],
@@ -129,7 +131,7 @@ def test_policy_reads_the_metadata_layout():
         },
         "ood_widening": 2.0,
     }
-    policy = IntervalPolicy.from_metadata(metadata)
+    policy = IntervalPolicy.from_metadata(ModelMetadata.from_json(metadata))
     half, warnings = policy.interval(query(gpu="H100-SXM", generation="Hopper"), 0.9)
     # no families recorded: every family is new, and without a family calibration that is the
     # hardware quantile x2.0 (the metadata's widening); the unseen generation widens x2.0 again

@@ -86,7 +86,7 @@ def test_in_domain_interval_is_the_grouped_conformal_quantile_without_warnings(t
         (c,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
     # oracle: numpy's 'lower' quantile at ceil(0.9 (n + 1)) / n (MAPIE's rule) of the stored
     # one-vote-per-run residuals of the query's regime (its own cell has >= 30 runs here)
-    cells = model.metadata["conformal"]["mondrian"]["cells"]
+    cells = model.metadata.conformal.mondrian.cells
     own = "|".join(_regime(model, kept))
     assert len(cells[own]) >= 30
     scores = np.asarray(cells[own])
@@ -157,7 +157,7 @@ def test_unseen_model_family_uses_the_held_out_family_calibration(trained):
         (base,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
         (new,) = model.correct(items_for([row]), 0.9)
     assert any("model family 'never-seen'" in w for w in new.warnings)
-    family = np.asarray(model.metadata["conformal"]["family"]["abs_residuals_sorted"])
+    family = np.asarray(model.metadata.conformal.family.abs_residuals_sorted)
     q_family = float(np.quantile(family, math.ceil(0.9 * (len(family) + 1)) / len(family), method="lower"))
     expected = max(q_family, base.log_high - base.log_ratio)
     assert new.log_high - new.log_ratio == pytest.approx(expected, abs=1e-5)
@@ -282,7 +282,7 @@ def test_quantized_base_outside_the_training_data_widens_and_warns():
     from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
 
     model = load_shipped_model()
-    if model.metadata["domain"]["numeric_ranges"].get("quantization_bits", [0, 0])[1] >= 4:
+    if model.metadata.domain.numeric_ranges.get("quantization_bits", [0, 0])[1] >= 4:
         pytest.skip("the shipped model has seen 4-bit bases")
     plain = TrainingSpec(seq_len=512, micro_batch_size=8, lora_r=16)
     qlora = TrainingSpec(seq_len=512, micro_batch_size=8, lora_r=16, quantization_bits=4)

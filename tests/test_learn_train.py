@@ -19,7 +19,7 @@ from session_cache import build_once
 from perfmodel.learn.champion import Candidate, Incumbent, decide_champion, needs_spread
 from perfmodel.learn.data import load_training_data
 from perfmodel.learn.evaluate import EvalConfig
-from perfmodel.learn.model_files import read_model_dir
+from perfmodel.learn.metadata import read_model_folder
 from perfmodel.learn.regressor import LGBMConfig
 from perfmodel.learn.shipped import load_shipped_model
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
@@ -145,8 +145,8 @@ def test_first_run_is_champion_saved_locally_logged_and_exported(first, data):
     )
     # the run is dated from the start of training: its duration covers the fit
     assert (run.end_time_ms - run.start_time_ms) / 1000 >= result.train_seconds
-    exported, _ = read_model_dir(root / "models")
-    assert exported["version"] == "1" and exported["run_id"] == result.run_id
+    exported, _ = read_model_folder(root / "models")
+    assert exported.version == "1" and exported.run_id == result.run_id
 
 
 @pytest.mark.slow
@@ -214,7 +214,7 @@ def test_a_champion_on_other_rows_stays_unless_forced_and_export_follows_the_sam
         )
     assert forced.became_champion and tracker.alias == forced.registered_version
     assert forced.exported_to == str(models)
-    assert read_model_dir(models)[0]["dataset_sha256"] == data["other"].sha256
+    assert read_model_folder(models)[0].dataset_sha256 == data["other"].sha256
 
 
 @pytest.mark.slow

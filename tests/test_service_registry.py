@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from perfmodel.learn import model_files
+from perfmodel.learn.metadata import read_model_folder, write_model_folder
 from perfmodel.service.app import create_app
 from perfmodel.service.settings import ServiceSettings
 from perfmodel.tracking import MlflowTracker
@@ -25,8 +26,8 @@ URI = "models:/perfmodel-throughput@champion"
 
 def model_folder(tmp_path: Path, name: str, trained_rows: int) -> Path:
     """The shipped model's files, with `trained_rows` recorded (the mark a test can see)."""
-    meta, text = model_files.read_model_dir(ROOT / "models")
-    return model_files.write_model_dir(tmp_path / name, {**meta, "trained_rows": trained_rows}, text)
+    meta, text = read_model_folder(ROOT / "models")
+    return write_model_folder(tmp_path / name, meta.replace(trained_rows=trained_rows), text)
 
 
 @pytest.fixture
@@ -132,10 +133,8 @@ def test_a_model_folder_replaced_in_place_is_served_on_the_next_request(tmp_path
     with TestClient(create_app(ServiceSettings(model_dir=folder))) as client:
         body = {"config": EXAMPLE}
         assert client.post("/v1/predict", json=body).json()["model"]["trained_rows"] == 111
-        meta, text = model_files.read_model_dir(folder)
-        model_files.write_model_dir_atomically(
-            folder, {**meta, "trained_rows": 222}, text
-        )  # what --export does
+        meta, text = read_model_folder(folder)
+        write_model_folder(folder, meta.replace(trained_rows=222), text, atomically=True)  # what --export does
         response = client.post("/v1/predict", json=body)  # the same request: not answered from the cache
         assert response.status_code == 200 and response.json()["model"]["trained_rows"] == 222
         assert client.get("/v1/model").json()["model"]["trained_rows"] == 222

@@ -157,7 +157,8 @@ class LayerKey:
     input_grad: bool
     fused: tuple[str, ...]
     """The recipe's fused kernel kinds (perfmodel.recipes.FrameworkRecipe.fused)."""
-    eager_norm: str
+    native_norm: bool
+    """torch.nn.RMSNorm (aten rms_norm) instead of the module's own fp32 upcast."""
     gqa: str
     lora_dtype: str
 
@@ -173,7 +174,7 @@ def layer_key(w: Workload, *, first: bool) -> LayerKey:
         heads=float(m.num_heads or 1), seq=float(t.seq_len), arch=m.arch, gated=m.gated_mlp, precision=t.precision,
         attention=t.attention_kernel, dropout=float(m.dropout), targets=targets, lora_r=int(t.lora_r or 0),
         lora_dropout=float(t.lora_dropout), full=full, quantized=bool(t.quantization_bits),
-        input_grad=full if first else (full or bool(targets)), fused=recipe.fused, eager_norm=recipe.eager_norm,
+        input_grad=full if first else (full or bool(targets)), fused=recipe.fused, native_norm=recipe.native_norm,
         gqa=recipe.gqa, lora_dtype=recipe.lora_dtype,
     )  # fmt: skip
 
@@ -245,7 +246,7 @@ def _rms_norm(tr: _Trace, k: LayerKey, x: T, res: int, name: str) -> T:
         tr.keep(h, "norm", f"{name}: pow keeps self")
         tr.keep(T(f"{name} rstd", 1, FP32, False), "norm", "rsqrt keeps its result")
     normed = tr.new(f"{name} normalised", x.width, FP32, h)
-    if k.eager_norm == "upcast":  # weight * normed.to(input_dtype)
+    if not k.native_norm:  # transformers / torchtune: weight * normed.to(input_dtype)
         low = tr.to(normed, x.dtype, f"{name} normalised in the input dtype")
         return tr.mul(low, None, f"{name} output", "norm", b_grad=weight_grad, b_dtype=res)
     # aten rms_norm composite: (upcast * rstd) * weight in fp32, then type_as(input)

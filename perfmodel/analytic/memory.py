@@ -409,7 +409,7 @@ def _model_level(w: Workload, tokens: float, res: int, a: int, d: float) -> dict
                 norm = res * d + act.FP32
             else:
                 norm = act.FP32 * d + act.FP32 + (
-                    ((res if recipe.eager_norm == "upcast" else act.FP32) * d) if full else 0.0
+                    ((act.FP32 if recipe.native_norm else res) * d) if full else 0.0
                 )
         elif grad:
             norm = res * d + 2 * act.FP32

@@ -70,7 +70,8 @@ def resolve_gpu_key(name: str) -> str | None:
 
 
 def get_gpu(name: str) -> GPUSpec:
-    """The accelerator called `name` (key or alias; 'cpu' describes this machine)."""
+    """The accelerator called `name`: a catalog key or alias, a host the collectors measured (its
+    hardware id, e.g. 'cpu-2c-cba6f5': the same spec on every machine), or 'cpu' (this machine)."""
     if norm(name) == "cpu":
         return describe_local_cpu()
     extra = _extra_gpus().get(norm(name))
@@ -78,13 +79,38 @@ def get_gpu(name: str) -> GPUSpec:
         return extra
     key = gpu_index().get(norm(name))
     if key is None:
-        raise unknown_name("GPU", name, gpu_names(), _HINT)
+        if _measured_host_ids().get(norm(name)):
+            return get_measured_host(_measured_host_ids()[norm(name)])
+        raise unknown_name("GPU", name, [*gpu_names(), *_measured_host_ids().values()], _HINT)
     return gpu_from_entry(gpu_entries()[key])
+
+
+def _measured_host_ids() -> dict[str, str]:
+    """Normalised hardware id -> hardware id of every host with a fingerprint in the raw folder."""
+    return {norm(str(f["hardware_id"])): str(f["hardware_id"]) for f in _fingerprints(str(_raw_dir())) if f.get("hardware_id")}
+
+
+def local_cpu_note(spec: GPUSpec | None = None) -> str:
+    """What `hardware.gpu: cpu` resolved to: this machine's CPU, and whether its ceilings were
+    measured here (a prediction for `cpu` follows the machine it runs on; a measured host's id is
+    the same everywhere)."""
+    spec = spec or describe_local_cpu()
+    cores = spec.sm_count
+    if spec.measured:
+        how = "ceilings measured on this CPU model by the collectors"
+    else:
+        how = f"no measurement of this CPU: ceilings estimated from its {cores} cores (run `perfmodel collect` or calibrate it)"
+    hosts = ", ".join(sorted(_measured_host_ids().values())[:3])
+    fixed = f"; name a measured host ({hosts}) for a prediction that does not depend on the machine" if hosts else ""
+    return f"hardware.gpu cpu: this machine's CPU ({spec.generation}, {cores} cores; {how}){fixed}"
 
 
 def gpu_resolution_note(name: str) -> str | None:
     """A line saying which accelerator an alias resolved to ('H100' -> H100-SXM, naming the
-    other variants), or None when `name` is the key itself (any case) or unknown."""
+    other variants), what 'cpu' is on this machine, or None when `name` is the key itself (any
+    case) or unknown."""
+    if norm(name) == "cpu":
+        return local_cpu_note()
     key = resolve_gpu_key(name)
     if key is None or norm(name) == norm(key):
         return None

@@ -47,6 +47,7 @@ def _register_commands() -> None:
         commands_collect,
         commands_dataset,
         commands_decide,
+        commands_kernels,
         commands_ludwig,
         commands_memory,
         commands_predict,
@@ -68,6 +69,7 @@ def _register_commands() -> None:
     commands_run.register(app)
     commands_serve.register(app)
     commands_ludwig.register(app)
+    commands_kernels.register(app)
     for info in app.registered_commands:  # docstrings wrap at 110 columns; the terminal wraps help text
         doc = info.help or (info.callback.__doc__ if info.callback else None)
         if doc:

@@ -92,6 +92,7 @@ def registered_model_dir(model_uri: str) -> Path:
     import tempfile
 
     from perfmodel.learn import model_files
+    from perfmodel.learn.metadata import read_model_folder, write_model_folder
     from perfmodel.service.model_source import parse_model_uri
     from perfmodel.tracking import MlflowTracker, TrackingError
 
@@ -116,10 +117,9 @@ def registered_model_dir(model_uri: str) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=folder.parent))
     try:
-        meta, text = model_files.read_model_dir(tracker.download_model(version, scratch))
+        meta, text = read_model_folder(tracker.download_model(version, scratch))
         # The artifacts hold what was logged before registration: record the registry's version.
-        meta.update({"version": version, "registered_model": name, "run_id": found.run_id or meta.get("run_id")})
-        model_files.write_model_dir_atomically(folder, meta, text)
+        write_model_folder(folder, meta.registered_as(version, name, found.run_id), text, atomically=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return folder

@@ -16,11 +16,13 @@ Modules, one job each, in pipeline order:
   export           - write a registered champion into models/ when it beats the model there
   interval_policy  - the interval of one query: calibration, domain checks, widening
   model_files      - model folders on disk: verified reads, atomic writes
+  metadata         - `ModelMetadata`: metadata.json as a typed record (read, stamp, write)
   lean_import      - LightGBM without its optional integrations (CLI cold start)
   shipped          - `load_shipped_model()` and `LearnedModel.correct()`, what predict calls
+                     (the predictor holds it as a `Corrector`)
   pyfunc           - the registered MLflow model (imports mlflow)
   synthetic        - seeded synthetic feature tables with a known answer (tests, development)
 
-Nothing heavy is imported here; `shipped`, `interval_policy`, `model_files` and `lean_import`
+Nothing heavy is imported here; `shipped`, `interval_policy`, `metadata`, `model_files` and `lean_import`
 never import mlflow, torch or scikit-learn.
 """

@@ -9,11 +9,10 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from perfmodel.errors import DataError
-from perfmodel.learn import model_files
 from perfmodel.learn.champion import Candidate, Incumbent, decide_champion, needs_spread
+from perfmodel.learn.metadata import ModelMetadata, read_model_folder, write_model_folder
 from perfmodel.learn.metrics import HEADLINE_METRIC
 from perfmodel.tracking import Tracker
 
@@ -21,23 +20,23 @@ SpreadFor = Callable[[str, list[float | None]], float | None]
 """(dataset hash, spreads recorded with the two models) -> the spread to judge a gain by, or None."""
 
 
-def folder_metadata(folder: Path) -> dict[str, Any] | None:
+def folder_metadata(folder: Path) -> ModelMetadata | None:
     """Verified metadata of the model in `folder`; None when there is none or it is unusable."""
     try:
-        meta, _ = model_files.read_model_dir(folder)
+        meta, _ = read_model_folder(folder)
     except DataError:
         return None
     return meta
 
 
-def recorded_spread(meta: dict[str, Any] | None) -> float | None:
+def recorded_spread(meta: ModelMetadata | None) -> float | None:
     """The seed-spread range (points) a model's metadata records, if any."""
-    value = ((meta or {}).get("seed_spread") or {}).get("range_pct")
+    value = ((meta.seed_spread if meta else None) or {}).get("range_pct")
     return None if value is None else float(value)
 
 
-def _headline(meta: dict[str, Any]) -> float | None:
-    value = (meta.get("evaluation") or {}).get(HEADLINE_METRIC)
+def _headline(meta: ModelMetadata) -> float | None:
+    value = (meta.evaluation or {}).get(HEADLINE_METRIC)
     return None if value is None else float(value)
 
 
@@ -53,21 +52,21 @@ def export_champion(
     Returns (exported?, what happened in words)."""
     dest = Path(dest)
     with tempfile.TemporaryDirectory() as tmp:
-        meta, text = model_files.read_model_dir(tracker.download_model(version, Path(tmp)))
+        meta, text = read_model_folder(tracker.download_model(version, Path(tmp)))
     there = folder_metadata(dest)
-    if there is not None and there.get("model_sha256") == meta.get("model_sha256"):
+    if there is not None and there.model_sha256 == meta.model_sha256:
         return False, f"{dest} already holds champion version {version}"
     candidate = Candidate(
         label=f"champion version {version}",
         headline_pct=_headline(meta),
-        dataset_sha256=str(meta.get("dataset_sha256")),
+        dataset_sha256=str(meta.dataset_sha256),
     )
     incumbent = None
     if there is not None:
         incumbent = Incumbent(
-            label=f"{dest} (version {there.get('version', '?')})",
+            label=f"{dest} (version {there.version})",
             headline_pct=_headline(there),
-            dataset_sha256=there.get("dataset_sha256"),
+            dataset_sha256=there.dataset_sha256,
         )
     spread_pct = None
     if spread_for is not None and needs_spread(candidate, incumbent, force=force):
@@ -75,6 +74,6 @@ def export_champion(
     decision = decide_champion(candidate, incumbent, spread_pct=spread_pct, force=force)
     if not decision.promote:
         return False, decision.reason
-    meta.update({"version": str(version), "registered_model": tracker.model_name})
-    model_files.write_model_dir_atomically(dest, meta, text)
+    meta = meta.replace(version=str(version), registered_model=tracker.model_name)
+    write_model_folder(dest, meta, text, atomically=True)
     return True, f"exported champion version {version} to {dest}: {decision.reason}"

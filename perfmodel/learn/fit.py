@@ -11,6 +11,7 @@ from typing import Any
 
 from perfmodel.learn.conformal import CALIBRATION_LEVELS, GroupedCalibration, calibrate_grouped
 from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
+from perfmodel.learn.metadata import Conformal, ModelMetadata, MondrianCells, Residuals, TrainingDomain
 from perfmodel.learn.model_files import METADATA_FORMAT
 from perfmodel.learn.regressor import LGBMConfig
 from perfmodel.learn.shipped import LearnedModel
@@ -74,7 +75,7 @@ def queries_for_rows(X: Any, gpus: Any, families: Any) -> list[Query]:
     ]
 
 
-def training_domain(X: Any, kept: Any) -> dict[str, Any]:
+def training_domain(X: Any, kept: Any) -> TrainingDomain:
     """What the model has seen: numeric ranges, categorical levels, accelerators."""
     from perfmodel.features import NUMERIC_FEATURES
 
@@ -87,37 +88,39 @@ def training_domain(X: Any, kept: Any) -> dict[str, Any]:
         if len(col):
             ranges[name] = [round(float(col.min()), 6), round(float(col.max()), 6)]
     cats = {name: sorted({str(v) for v in X[name].dropna()}) for name in CATEGORY_CHECKED_FEATURES}
-    return {
-        "gpus_seen": sorted(set(gpus)),
-        "families_seen": sorted({str(f) for f in kept[FAMILY_COLUMN]}),
-        "vendors_seen": sorted(set(vendors)),
-        "generations_seen": sorted({g for g, v in zip(generations, vendors, strict=True) if v != "cpu"}),
-        "numeric_ranges": ranges,
-        "categories_seen": cats,
-    }
+    return TrainingDomain(
+        gpus_seen=frozenset(gpus),
+        families_seen=frozenset(str(f) for f in kept[FAMILY_COLUMN]),
+        vendors_seen=frozenset(vendors),
+        generations_seen=frozenset(g for g, v in zip(generations, vendors, strict=True) if v != "cpu"),
+        numeric_ranges=ranges,
+        categories_seen=cats,
+    )
 
 
-def _residuals(calibration: GroupedCalibration) -> dict[str, Any]:
+def _residuals(calibration: GroupedCalibration, groups: str) -> Residuals:
     quantiles = {f"{c:g}": calibration.quantile(c) for c in CALIBRATION_LEVELS}
-    return {
-        "splitter": calibration.splitter,
-        "n_residuals": int(len(calibration.scores)),
-        "quantiles_log": {k: (None if math.isinf(v) else round(v, 6)) for k, v in quantiles.items()},
-        "abs_residuals_sorted": [round(float(s), 5) for s in calibration.scores],
-    }
+    return Residuals(
+        calibration_groups=groups,
+        splitter=calibration.splitter,
+        n_residuals=int(len(calibration.scores)),
+        quantiles_log={k: (None if math.isinf(v) else round(v, 6)) for k, v in quantiles.items()},
+        abs_residuals_sorted=tuple(round(float(s), 5) for s in calibration.scores),
+    )
 
 
-def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> dict[str, Any]:
+def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> MondrianCells:
     from perfmodel.learn.conformal import mondrian_scores
     from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
 
     regimes = [regime_of(row) for row in X.to_dict("records")]
-    return {
-        "levels": list(LEVELS),
-        "min_runs_per_cell": MIN_RUNS_PER_CELL,
-        "thin_evidence_widening": THIN_EVIDENCE_WIDENING,
-        "cells": mondrian_scores(calibration.row_scores, regimes, run_groups(kept)),
-    }
+    cells = mondrian_scores(calibration.row_scores, regimes, run_groups(kept))
+    return MondrianCells(
+        levels=tuple(LEVELS),
+        min_runs_per_cell=MIN_RUNS_PER_CELL,
+        thin_evidence_widening=THIN_EVIDENCE_WIDENING,
+        cells={k: tuple(v) for k, v in cells.items()},
+    )
 
 
 def build_metadata(
@@ -128,33 +131,30 @@ def build_metadata(
     calibration: GroupedCalibration,
     config: LGBMConfig,
     family_calibration: GroupedCalibration | None = None,
-) -> dict[str, Any]:
+) -> ModelMetadata:
     """Everything `LearnedModel` and `model_files` need beside the trees (format stamped on save)."""
     from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES
 
-    return {
-        "format": METADATA_FORMAT,
-        "version": "unregistered",
-        "kind": "learned",
-        "target": "log(measured step time / roofline bound)",
-        "trained_rows": int(len(y)),
-        "feature_names": list(FEATURE_NAMES),
-        "categorical_features": list(CATEGORICAL_FEATURES),
-        "categorical_levels": {k: list(v) for k, v in CATEGORY_LEVELS.items()},
-        "num_trees": num_trees,
-        "hyperparameters": config.to_params(),
-        "conformal": {
-            "method": "MAPIE CrossConformalRegressor(method='base', conformity_score='absolute'), "
+    return ModelMetadata(
+        format=METADATA_FORMAT,
+        version="unregistered",
+        kind="learned",
+        target="log(measured step time / roofline bound)",
+        trained_rows=int(len(y)),
+        feature_names=tuple(FEATURE_NAMES),
+        categorical_features=tuple(CATEGORICAL_FEATURES),
+        categorical_levels={k: tuple(v) for k, v in CATEGORY_LEVELS.items()},
+        num_trees=num_trees,
+        hyperparameters=config.to_params(),
+        conformal=Conformal(
+            method="MAPIE CrossConformalRegressor(method='base', conformity_score='absolute'), "
             "Mondrian per regime",
-            "calibration_groups": CALIBRATION_COLUMN,
-            **_residuals(calibration),
-            "mondrian": _mondrian(X, kept, calibration),
-            "family": None
-            if family_calibration is None
-            else {"calibration_groups": FAMILY_COLUMN, **_residuals(family_calibration)},
-        },
-        "ood_widening": OOD_WIDENING,
-        "interval_policy": (
+            hardware=_residuals(calibration, CALIBRATION_COLUMN),
+            mondrian=_mondrian(X, kept, calibration),
+            family=None if family_calibration is None else _residuals(family_calibration, FAMILY_COLUMN),
+        ),
+        ood_widening=OOD_WIDENING,
+        interval_policy=(
             "half-width = conformal quantile of out-of-fold |log residuals| from cross-validation "
             f"holding out whole sources ({CALIBRATION_COLUMN}), one vote per run, in the query's regime "
             "(scale x method x precision x parameters; Mondrian); a regime with too few runs uses the "
@@ -163,8 +163,8 @@ def build_metadata(
             f"out whole model families ({FAMILY_COLUMN}), plus a warning; outside the training domain: "
             f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
-        "domain": training_domain(X, kept),
-    }
+        domain=training_domain(X, kept),
+    )
 
 
 def _calibrations(

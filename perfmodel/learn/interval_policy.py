@@ -27,6 +27,7 @@ from typing import Any
 
 from perfmodel.errors import ConfigError
 from perfmodel.learn.conformal import conformal_quantile
+from perfmodel.learn.metadata import ModelMetadata, TrainingDomain
 from perfmodel.learn.regimes import MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, cell_keys, describe, regime_of
 
 OOD_WIDENING = 1.5
@@ -77,35 +78,6 @@ class DomainCheck:
     """The query is outside the training domain: the half-width is multiplied by the widening."""
     unseen_gpu: bool = False
     """The accelerator was not in training (its vendor and generation were): widened too."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainingDomain:
-    """What a model has seen in training (metadata["domain"])."""
-
-    gpus_seen: frozenset[str]
-    """Accelerator catalog keys."""
-    families_seen: frozenset[str]
-    """Model families."""
-    vendors_seen: frozenset[str]
-    """Accelerator vendors."""
-    generations_seen: frozenset[str]
-    """Accelerator generations (CPUs excluded)."""
-    numeric_ranges: Mapping[str, Sequence[float]]
-    """Feature -> [min, max] over the training rows, in the feature's units (log features in log)."""
-    categories_seen: Mapping[str, Sequence[str]]
-    """Categorical feature -> levels seen."""
-
-    @classmethod
-    def from_metadata(cls, domain: Mapping[str, Any]) -> TrainingDomain:
-        return cls(
-            gpus_seen=frozenset(domain["gpus_seen"]),
-            families_seen=frozenset(domain.get("families_seen", ())),
-            vendors_seen=frozenset(domain["vendors_seen"]),
-            generations_seen=frozenset(domain["generations_seen"]),
-            numeric_ranges=dict(domain["numeric_ranges"]),
-            categories_seen=dict(domain["categories_seen"]),
-        )
 
 
 def _fmt_range(feature: str, lo: float, hi: float) -> str:
@@ -205,18 +177,20 @@ class IntervalPolicy:
         self.ood_widening = float(ood_widening)
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any]) -> IntervalPolicy:
-        conformal = metadata["conformal"]
-        family = conformal.get("family") or {}
-        mondrian = conformal.get("mondrian") or {}
+    def from_metadata(cls, metadata: ModelMetadata) -> IntervalPolicy:
+        conformal, mondrian = metadata.conformal, metadata.conformal.mondrian
         return cls(
-            hardware_scores=conformal["abs_residuals_sorted"],
-            family_scores=family.get("abs_residuals_sorted") or [],
-            domain=TrainingDomain.from_metadata(metadata["domain"]),
-            ood_widening=float(metadata.get("ood_widening", OOD_WIDENING)),
-            regime_scores=mondrian.get("cells"),
-            min_runs_per_cell=int(mondrian.get("min_runs_per_cell", MIN_RUNS_PER_CELL)),
-            thin_evidence_widening=float(mondrian.get("thin_evidence_widening", THIN_EVIDENCE_WIDENING)),
+            hardware_scores=conformal.hardware.abs_residuals_sorted,
+            family_scores=conformal.family.abs_residuals_sorted if conformal.family else (),
+            domain=metadata.domain,
+            ood_widening=OOD_WIDENING if metadata.ood_widening is None else metadata.ood_widening,
+            regime_scores=mondrian.cells if mondrian else None,
+            min_runs_per_cell=MIN_RUNS_PER_CELL
+            if mondrian is None or mondrian.min_runs_per_cell is None
+            else mondrian.min_runs_per_cell,
+            thin_evidence_widening=THIN_EVIDENCE_WIDENING
+            if mondrian is None or mondrian.thin_evidence_widening is None
+            else mondrian.thin_evidence_widening,
         )
 
     def regime_half_width(

@@ -22,11 +22,12 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.errors import DataError
 from perfmodel.learn import lean_import, model_files
 from perfmodel.learn.interval_policy import DomainCheck, IntervalPolicy, Query
+from perfmodel.learn.metadata import ModelMetadata, read_model_folder, write_model_folder
 
 if TYPE_CHECKING:
     from perfmodel.analytic import AnalyticEstimate
@@ -49,6 +50,27 @@ class Correction:
     """Why this prediction deserves less trust (empty when in domain)."""
 
 
+class Corrector(Protocol):
+    """What the predictor holds: a learned correction of analytic estimates (`LearnedModel`, or a
+    stand-in in tests). `perfmodel.prediction` calls nothing else."""
+
+    @property
+    def version(self) -> str:
+        """The model's version (reported as `model.version` in `predict --json`)."""
+        ...
+
+    @property
+    def trained_rows(self) -> int:
+        """Rows it was trained on (`model.trained_rows`)."""
+        ...
+
+    def correct(
+        self, items: list[tuple[Workload, AnalyticEstimate]], confidence: float = 0.9
+    ) -> list[Correction]:
+        """One correction per (workload, analytic estimate), in order."""
+        ...
+
+
 def query_for(w: Workload, features: Mapping[str, Any]) -> Query:
     """The interval-policy view of one workload and its feature row."""
     return Query(
@@ -69,7 +91,7 @@ class LearnedModel:
 
     kind: str = "learned"
 
-    def __init__(self, trees: Any, metadata: dict[str, Any], model_text: str | None = None) -> None:
+    def __init__(self, trees: Any, metadata: ModelMetadata, model_text: str | None = None) -> None:
         if trees is None and model_text is None:
             raise DataError("a LearnedModel needs a booster or its model text")
         self._boosters: tuple[Any, Any] | None = None
@@ -78,11 +100,18 @@ class LearnedModel:
             cpu = getattr(trees, "cpu_booster_", None)
             self._boosters = (getattr(trees, "booster_", trees), cpu)
         self.metadata = metadata
-        self.version: str = str(metadata.get("version", "unversioned"))
-        self.trained_rows: int = int(metadata.get("trained_rows", 0))
-        self.feature_names: tuple[str, ...] = tuple(metadata["feature_names"])
+        """The model's metadata.json; provenance (version, run) may be replaced, the rest is fixed."""
+        self.feature_names: tuple[str, ...] = metadata.feature_names
         self.policy = IntervalPolicy.from_metadata(metadata)
         self.ood_widening: float = self.policy.ood_widening
+
+    @property
+    def version(self) -> str:
+        return self.metadata.version
+
+    @property
+    def trained_rows(self) -> int:
+        return self.metadata.trained_rows
 
     # --- persistence (model_files does the reading and writing) ---------------------------------
 
@@ -90,17 +119,12 @@ class LearnedModel:
     def load(cls, path: str | Path) -> LearnedModel:
         """Load a verified model folder; raises `model_files.ModelFileError` when it is damaged,
         mismatched or of another format."""
-        metadata, text = model_files.read_model_dir(path)
-        try:
-            return cls(None, metadata, model_text=text)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise model_files.ModelFileError(
-                f"{Path(path) / model_files.METADATA_FILE} lacks or mangles {exc}"
-            ) from exc
+        metadata, text = read_model_folder(path)
+        return cls(None, metadata, model_text=text)
 
     def save(self, path: str | Path) -> Path:
         """Write throughput.lgb.txt and metadata.json (stamped with the model's hash) into `path`."""
-        return model_files.write_model_dir(path, self.metadata, self.model_text)
+        return write_model_folder(path, self.metadata, self.model_text)
 
     @property
     def model_text(self) -> str:

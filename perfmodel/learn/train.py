@@ -139,18 +139,16 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     seconds = time.perf_counter() - t0
     metrics = {**evaluation.metrics(), "train_seconds": seconds, "rows_trained": float(len(data.y))}
     metrics["num_trees"] = float(model.booster.num_trees())
-    for c, q in model.metadata["conformal"]["quantiles_log"].items():
+    for c, q in model.metadata.conformal.hardware.quantiles_log.items():
         if q is not None:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
-    model.metadata.update(
-        {
-            "dataset_sha256": data.sha256,
-            "schema_version": SCHEMA_VERSION,
-            "trained_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "rows_by_source": rows_by_source(data.kept),
-            "evaluation": {k: round(v, 4) for k, v in metrics.items()},
-            "headline_metric": HEADLINE_METRIC,
-        }
+    model.metadata = model.metadata.replace(
+        dataset_sha256=data.sha256,
+        schema_version=SCHEMA_VERSION,
+        trained_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        rows_by_source=rows_by_source(data.kept),
+        evaluation={k: round(v, 4) for k, v in metrics.items()},
+        headline_metric=HEADLINE_METRIC,
     )
     return _Fitted(
         evaluation=evaluation,
@@ -207,7 +205,7 @@ def _log_run(
     with tracker.run(
         run_record.run_name(data), description=description, tags=tags, start_time_ms=started_ms
     ) as run_id:
-        model.metadata.update({"version": f"run-{run_id[:8]}", "run_id": run_id})
+        model.metadata = model.metadata.replace(version=f"run-{run_id[:8]}", run_id=run_id)
         model.save(local / "model")
         tracker.log_params(run_record.run_params(data, config, fitted.splitter))
         tracker.log_metrics({**metrics, **run_record.headline_metrics(metrics)})
@@ -276,7 +274,7 @@ def fit_and_log(
             champion, decision = _decide(tracker, candidate, force=force_champion, meter=meter)
             say(f"champion decision: {decision.reason}")
         if meter.measured is not None:
-            fitted.model.metadata["seed_spread"] = meter.measured.as_dict()
+            fitted.model.metadata = fitted.model.metadata.replace(seed_spread=meter.measured.as_dict())
             fitted.metrics["seed_spread_range_pct"] = meter.measured.range_pct
         run_id, version, became = _log_run(  # 4
             tracker, data, config, fitted, local=local, artifacts=artifacts, decision=decision,

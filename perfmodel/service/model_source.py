@@ -96,10 +96,10 @@ def load_model_dir(path: Path, source: str, *, version: str | None = None) -> Lo
         kind="learned",
         model_dir=path,
         version=version if version is not None else model.version,
-        run_id=str(meta.get("run_id") or ""),
+        run_id=meta.run_id or "",
         trained_rows=model.trained_rows,
-        dataset_sha256=str(meta.get("dataset_sha256") or ""),
-        trained_at=str(meta.get("trained_at") or ""),
+        dataset_sha256=meta.dataset_sha256 or "",
+        trained_at=meta.trained_at or "",
         source=source,
         loaded_at=_now(),
     )
@@ -296,17 +296,14 @@ class RegistryFollower:
         return str(mv.version), str(mv.run_id or "")
 
     def _download(self, version: str, run_id: str) -> LoadedModel:
-        from perfmodel.learn import model_files
+        from perfmodel.learn.metadata import read_model_folder, write_model_folder
 
         folder = Path(tempfile.mkdtemp(prefix=f"v{version}-", dir=self._root))
         try:
             found = self.tracker.download_model(version, folder / "download")
-            meta, text = model_files.read_model_dir(found)
+            meta, text = read_model_folder(found)
             # The folder holds what was logged before registration: record the registry's version.
-            meta.update(
-                {"version": version, "registered_model": self.name, "run_id": run_id or meta.get("run_id")}
-            )
-            model_dir = model_files.write_model_dir(folder / "model", meta, text)
+            model_dir = write_model_folder(folder / "model", meta.registered_as(version, self.name, run_id), text)
             shutil.rmtree(folder / "download", ignore_errors=True)
             return load_model_dir(model_dir, f"{self.uri} (version {version})", version=version)
         except BaseException:

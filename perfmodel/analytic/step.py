@@ -1,0 +1,736 @@
+"""One training step as the kernels it runs (DESIGN.md, "Analytic backbone: kernels").
+
+`plan_step(w)` lists every kernel call of one micro-batch (forward, loss, backward, recomputation)
+and of the optimizer step on one GPU, as `perfmodel.kernels.work.KernelWork` records with how many
+times each runs, following the workload's framework recipe (which kinds run fused, the attention
+kernel, the optimizer implementation, how the loss over the vocabulary runs). `price_step` turns the
+plan into seconds on the workload's accelerator with `perfmodel.kernels.efficiency.kernel_time`:
+every kernel costs `work / (ceiling x efficiency)` and never less than its roofline floor.
+
+What one layer of a transformer runs (per micro-batch, `T` tokens on this GPU, tensor parallelism
+dividing the head and MLP widths, sequence/context parallelism dividing the tokens):
+  norms (2), q/k/v/o projections, rotary on q and k (rotary models), the attention kernel, the
+  residual adds (2 forward, 2 gradient accumulations backward), the MLP projections (gate/up/down
+  or fc1/fc2), the activation; under autocast the casts of every matmul input and weight; LoRA's
+  adapter matmuls, scaling and add on its target matrices; dequantization of 4/8-bit bases before
+  every use; with activation checkpointing the layer's forward once more.
+Outside the layers: the embedding lookup and its backward, the final norm, the LM head, the loss
+(upcast to fp32 first when materialised), the optimizer step over the trainable tensors.
+Networks without a layer description (CNNs, MLPs) are one implicit-GEMM convolution work for their
+FLOPs plus batch-norm and elementwise work for their activations (an approximation, stated).
+
+Matmuls are always library GEMMs (cuBLAS/hipBLAS/oneDNN): a recipe's fusion changes the kernels
+between them. On a CPU, the fused kernels of a recipe (Triton, ATen's CUDA RMSNorm) do not exist:
+every kind runs op by op there unless torch.compile fuses it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfmodel.analytic.params import ParamCounts, count_params
+from perfmodel.catalog.frameworks import recipe_of
+from perfmodel.kernels.work import (
+    KernelWork,
+    activation_work,
+    attention_work,
+    conv_work,
+    dequant_work,
+    elementwise_work,
+    embedding_work,
+    loss_work,
+    matmul_work,
+    norm_work,
+    optimizer_work,
+    rotary_work,
+)
+from perfmodel.recipes import FrameworkRecipe
+from perfmodel.workload import Workload
+
+CNN_REFERENCE_SPATIAL = 28 * 28
+"""Output pixels of the convolution that stands for a whole CNN (ResNet-50's third stage at 224x224:
+the geometric middle of its 112x112 ... 7x7 stages). An assumption: the layer shapes of a CNN are not
+in its model description."""
+CNN_REFERENCE_CHANNELS = (128, 256)
+"""(input, output) channels of that convolution (ResNet stage 3: 128-wide 3x3 convs, 512-wide 1x1)."""
+CNN_REFERENCE_KERNEL = 3
+"""Its kernel size (3x3: most of a ResNet's FLOPs)."""
+CNN_ELEMENTWISE_PER_NORM = 2
+"""Elementwise kernels (ReLU, residual add) per batch-norm in a CNN block (ResNet: conv-BN-ReLU, the
+residual add every third BN)."""
+LOGIT_CHUNKS = {"chunked": 8}
+"""Chunks of a chunked loss over the vocabulary (torchtune CEWithChunkedOutputLoss num_output_chunks
+= 8; litgpt's 128-token chunks are counted from the tokens, `_loss_chunks`)."""
+LITGPT_CHUNK_TOKENS = 128
+"""litgpt finetune: model(input_ids, lm_head_chunk_size=128) (litgpt/finetune/lora.py)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedKernel:
+    """One kernel work of a step and how often it runs."""
+
+    label: str
+    """What it is, e.g. 'layer q_proj forward' (for display and tests)."""
+    work: KernelWork
+    calls: float
+    """Calls per micro-batch (per_step False) or per optimizer step (per_step True), on one GPU."""
+    per_step: bool = False
+    """True for work once per optimizer step (the optimizer), not once per micro-batch."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepPlan:
+    """Every kernel one GPU runs for one optimizer step, before any pricing."""
+
+    kernels: tuple[PlannedKernel, ...]
+    recipe: FrameworkRecipe
+    notes: tuple[str, ...] = ()
+
+    def launches(self, *, per_step: bool) -> float:
+        return sum(k.work.launches * k.calls for k in self.kernels if k.per_step == per_step)
+
+    def flops(self, kind: str | None = None) -> float:
+        """FLOPs per micro-batch (kinds: all, or one)."""
+        return sum(
+            k.work.flops * k.calls
+            for k in self.kernels
+            if not k.per_step and (kind is None or k.work.kind == kind)
+        )
+
+
+def _dtypes(w: Workload) -> tuple[str, str, str]:
+    """(matmul dtype, activation dtype, residual-stream dtype) of the workload's precision: autocast
+    keeps fp32 weights and residual stream (norms run in fp32) with 16-bit matmul outputs; a model
+    cast to 16-bit keeps everything 16-bit; fp8 (Transformer Engine) keeps bf16 activations."""
+    p = w.training.precision
+    compute = w.training.compute_dtype
+    if p in ("fp32", "tf32"):
+        return compute, "fp32", "fp32"
+    half = "fp16" if p in ("fp16", "amp_fp16") else "bf16"
+    if p.startswith("amp"):
+        return compute, half, "fp32"
+    return compute, half, half
+
+
+def _norm_variant(w: Workload, recipe: FrameworkRecipe, on_cpu: bool) -> str:
+    """'rms' (Hugging Face style, op by op), 'rms-torch' (torch.nn.RMSNorm: one ATen kernel per phase on
+    CUDA, recipes with `native_norm`) or 'layer' (torch.nn.LayerNorm: one kernel) for the model."""
+    m = w.model
+    if not (m.gated_mlp or (m.arch == "decoder" and m.learned_pos_embeddings == 0)):
+        return "layer"
+    return "rms-torch" if recipe.native_norm and not on_cpu else "rms"
+
+
+def _impl(recipe: FrameworkRecipe, kind: str, on_cpu: bool) -> str:
+    if recipe.compile and kind in ("norm", "activation", "rotary", "elementwise"):
+        return "compiled"
+    if not on_cpu and kind in recipe.fused:
+        return "fused"
+    return "eager"
+
+
+def _i(x: float) -> int:
+    return max(1, int(round(x)))
+
+
+def _matmul(
+    out: list[PlannedKernel],
+    label: str,
+    tokens: int,
+    n_in: int,
+    n_out: int,
+    dtype: str,
+    *,
+    trainable: bool,
+    input_grad: bool,
+    recompute: bool,
+    calls: float = 1.0,
+) -> None:
+    """A linear layer y = x W (x: tokens x n_in): forward, input gradient, weight gradient."""
+    out.append(
+        PlannedKernel(label=f"{label} forward", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls)
+    )
+    if recompute:
+        out.append(
+            PlannedKernel(
+                label=f"{label} recompute", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls
+            )
+        )
+    if input_grad and trainable:
+        out.append(
+            PlannedKernel(
+                label=f"{label} backward",
+                work=matmul_work(tokens, n_out, n_in, dtype, phase="backward"),
+                calls=calls,
+            )
+        )
+    elif input_grad:
+        out.append(
+            PlannedKernel(
+                label=f"{label} backward (input gradient)",
+                work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-dgrad"),
+                calls=calls,
+            )
+        )
+    elif trainable:
+        out.append(
+            PlannedKernel(
+                label=f"{label} backward (weight gradient)",
+                work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-wgrad"),
+                calls=calls,
+            )
+        )
+
+
+def _full(
+    out: list[PlannedKernel],
+    label: str,
+    make: object,
+    recompute: bool,
+    calls: float = 1.0,
+    backward: bool = True,
+) -> None:
+    """A non-matmul kernel's forward, its backward, and its forward again when recomputed."""
+    build = make  # a callable phase -> KernelWork
+    out.append(PlannedKernel(label=f"{label} forward", work=build("forward"), calls=calls))  # type: ignore[operator]
+    if recompute:
+        out.append(PlannedKernel(label=f"{label} recompute", work=build("forward"), calls=calls))  # type: ignore[operator]
+    if backward:
+        out.append(PlannedKernel(label=f"{label} backward", work=build("backward"), calls=calls))  # type: ignore[operator]
+
+
+def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedKernel], on_cpu: bool) -> None:
+    m, t, par = w.model, w.training, w.parallel
+    mm, act, res = _dtypes(w)
+    tp = par.tensor_parallel
+    tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)
+    d = int(m.hidden_size or 1)
+    hd = int(round(m.head_width))
+    heads = _i((m.num_heads or 1) / tp)
+    kv_heads = _i(m.kv_heads / tp)
+    q_w, kv_w = heads * hd, kv_heads * hd
+    ffn = _i(m.ffn_size / tp)
+    layers = float(m.num_layers or 0) / par.pipeline_parallel
+    lora = bool(t.lora_r)
+    frozen_all = t.trainable_fraction == 0 and not lora
+    trainable = not lora and not frozen_all and (t.trainable_fraction is None or t.trainable_fraction > 0)
+    grads = not frozen_all
+    ckpt = bool(t.activation_checkpointing) and grads
+    norm_variant = _norm_variant(w, recipe, on_cpu)
+    rotary = m.arch == "decoder" and m.learned_pos_embeddings == 0
+    causal = m.arch == "decoder"
+    seq_local = _i(t.seq_len / par.context_parallel)
+    batch = t.micro_batch_size
+    attn_variant = {"eager": "math", "flash": "flash", "sdpa": "flash"}[t.attention_kernel]
+    if attn_variant == "flash" and (act == "fp32" or hd > 256):
+        attn_variant = "efficient"  # SDPA's flash backend needs 16-bit and head_dim <= 256
+    if on_cpu and t.attention_kernel != "eager":
+        attn_variant = "math" if act == "fp32" else "flash"  # CPU SDPA: flash-attention CPU kernel for 16-bit
+    layer: list[PlannedKernel] = []
+    n_impl = _impl(recipe, "norm", on_cpu)
+    _full(
+        layer,
+        "norm",
+        lambda ph: norm_work(tokens, d, res, variant=norm_variant, impl=n_impl, phase=ph),
+        ckpt,
+        calls=2.0,
+        backward=grads,
+    )
+    matrices = [("q_proj", d, q_w), ("k_proj", d, kv_w), ("v_proj", d, kv_w), ("o_proj", q_w, d)]
+    if m.gated_mlp:
+        matrices += [("gate_proj", d, ffn), ("up_proj", d, ffn), ("down_proj", ffn, d)]
+    else:
+        matrices += [("fc1", d, ffn), ("fc2", ffn, d)]
+    experts = max(1, m.experts_per_token)
+    for name, n_in, n_out in matrices:
+        is_mlp = name not in ("q_proj", "k_proj", "v_proj", "o_proj")
+        calls = float(experts) if is_mlp else 1.0
+        _matmul(
+            layer,
+            name,
+            tokens,
+            n_in,
+            n_out,
+            mm,
+            trainable=trainable,
+            input_grad=grads,
+            recompute=ckpt,
+            calls=calls,
+        )
+        if (
+            mm != act
+            and t.precision.startswith("amp")
+            and name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "fc1")
+        ):
+            _full(
+                layer,
+                f"{name} input cast",
+                lambda ph, n=n_in: elementwise_work(
+                    tokens * n, act, variant="cast", inputs=1, outputs=1, phase=ph, source_dtype=res
+                ),
+                ckpt,
+                calls=calls,
+                backward=grads,
+            )
+    if t.precision.startswith("amp"):
+        weights = sum(a * b for _, a, b in matrices)
+        layer.append(
+            PlannedKernel(
+                label="autocast weight casts",
+                work=elementwise_work(
+                    _i(weights),
+                    act,
+                    variant="cast",
+                    inputs=1,
+                    outputs=1,
+                    phase="forward",
+                    source_dtype="fp32",
+                ),
+                calls=1.0 + (1.0 if ckpt else 0.0),
+            )
+        )
+        if trainable:
+            layer.append(
+                PlannedKernel(
+                    label="gradient casts to fp32",
+                    work=elementwise_work(
+                        _i(weights),
+                        "fp32",
+                        variant="cast",
+                        inputs=1,
+                        outputs=1,
+                        phase="forward",
+                        source_dtype=act,
+                    ),
+                    calls=1.0,
+                )
+            )
+    if m.num_experts > 1:
+        _matmul(
+            layer,
+            "router",
+            tokens,
+            d,
+            m.num_experts,
+            mm,
+            trainable=trainable,
+            input_grad=grads,
+            recompute=ckpt,
+        )
+    if rotary:
+        r_impl = _impl(recipe, "rotary", on_cpu)
+        _full(
+            layer,
+            "rotary",
+            lambda ph: rotary_work(tokens, heads, kv_heads, hd, act, impl=r_impl, phase=ph),
+            ckpt,
+            backward=grads,
+        )
+    if kv_heads != heads and attn_variant != "flash":
+        _full(
+            layer,
+            "repeat k/v heads",
+            lambda ph: elementwise_work(
+                _i(2 * tokens * q_w), act, variant="copy", inputs=1, outputs=1, phase=ph
+            ),
+            ckpt,
+            backward=grads,
+        )
+    _full(
+        layer,
+        "attention",
+        lambda ph: attention_work(
+            batch,
+            heads,
+            seq_local,
+            t.seq_len if par.context_parallel > 1 else seq_local,
+            hd,
+            mm if mm in ("bf16", "fp16") else act,
+            causal=causal,
+            variant=attn_variant,
+            phase=ph,
+        ),
+        ckpt,
+        backward=grads,
+    )
+    e_impl = _impl(recipe, "elementwise", on_cpu)
+    layer.append(
+        PlannedKernel(
+            label="residual add forward",
+            work=elementwise_work(tokens * d, res, variant="add", impl=e_impl, phase="forward"),
+            calls=2.0 * (2.0 if ckpt else 1.0),
+        )
+    )
+    if grads:
+        layer.append(
+            PlannedKernel(
+                label="residual gradient accumulation",
+                work=elementwise_work(tokens * d, res, variant="add", impl=e_impl, phase="forward"),
+                calls=2.0,
+            )
+        )
+    a_impl = _impl(recipe, "activation", on_cpu)
+    variant = "swiglu" if m.gated_mlp else "gelu"
+    _full(
+        layer,
+        "activation",
+        lambda ph: activation_work(tokens, ffn, act, variant=variant, impl=a_impl, phase=ph),
+        ckpt,
+        calls=float(experts),
+        backward=grads,
+    )
+    if lora:
+        _lora(layer, w, tokens, d, q_w, kv_w, mm, act, ckpt, recipe)
+    if t.quantization_bits:
+        passes = 2.0 + (1.0 if ckpt else 0.0)
+        for name, n_in, n_out in matrices:
+            layer.append(
+                PlannedKernel(
+                    label=f"{name} dequantize",
+                    work=dequant_work(
+                        float(
+                            n_in
+                            * n_out
+                            * (experts if name not in ("q_proj", "k_proj", "v_proj", "o_proj") else 1)
+                        ),
+                        t.quantization_bits,
+                        act if act != "fp32" else "bf16",
+                    ),
+                    calls=passes,
+                )
+            )
+    for k in layer:
+        out.append(PlannedKernel(label=f"layer {k.label}", work=k.work, calls=k.calls * layers))
+
+
+def _lora(
+    out: list[PlannedKernel],
+    w: Workload,
+    tokens: int,
+    d: int,
+    q_w: int,
+    kv_w: int,
+    mm: str,
+    act: str,
+    ckpt: bool,
+    recipe: FrameworkRecipe,
+) -> None:
+    """LoRA on `lora_target_modules` matrices per layer (PEFT: q_proj and v_proj by default): A (n_in x r)
+    and B (r x n_out) matmuls, the scaling and the add into the base output; both adapters train."""
+    r = int(w.training.lora_r or 1)
+    n_out = (q_w + kv_w) // 2
+    calls = float(w.training.lora_target_modules)
+    _matmul(out, "lora A", tokens, d, r, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
+    _matmul(out, "lora B", tokens, r, n_out, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
+    if not recipe.lora_fused:
+        _full(
+            out,
+            "lora scale",
+            lambda ph: elementwise_work(tokens * n_out, act, variant="scale", inputs=1, outputs=1, phase=ph),
+            ckpt,
+            calls=calls,
+        )
+        _full(
+            out,
+            "lora add",
+            lambda ph: elementwise_work(tokens * n_out, act, variant="add", phase=ph),
+            ckpt,
+            calls=calls,
+        )
+
+
+def _loss_chunks(w: Workload, recipe: FrameworkRecipe, tokens: int) -> int:
+    if recipe.loss != "chunked":
+        return 1
+    if w.framework == "litgpt":
+        return max(1, math.ceil(w.training.seq_len / LITGPT_CHUNK_TOKENS))
+    return LOGIT_CHUNKS["chunked"]
+
+
+def _outside_layers(
+    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+) -> None:
+    m, t, par = w.model, w.training, w.parallel
+    mm, act, res = _dtypes(w)
+    tokens = _i(t.micro_batch_size * t.seq_len / par.activation_split)
+    d = int(m.hidden_size or 1)
+    vocab = int(m.vocab_size or 0)
+    lora = bool(t.lora_r)
+    frozen_all = t.trainable_fraction == 0 and not lora
+    trainable = not lora and not frozen_all
+    grads = not frozen_all
+    if vocab:
+        out.append(
+            PlannedKernel(
+                label="embedding forward",
+                work=embedding_work(tokens, vocab, d, res, phase="forward"),
+                calls=1.0 / par.pipeline_parallel,
+            )
+        )
+        if trainable:
+            out.append(
+                PlannedKernel(
+                    label="embedding backward",
+                    work=embedding_work(tokens, _i(vocab / par.tensor_parallel), d, res, phase="backward"),
+                    calls=1.0 / par.pipeline_parallel,
+                )
+            )
+    n_impl = _impl(recipe, "norm", on_cpu)
+    _full(
+        out,
+        "final norm",
+        lambda ph: norm_work(tokens, d, res, variant=_norm_variant(w, recipe, on_cpu), impl=n_impl, phase=ph),
+        False,
+        calls=1.0 / par.pipeline_parallel,
+        backward=grads,
+    )
+    if m.arch not in ("decoder", "encoder-decoder") or not vocab:
+        return
+    v_local = _i(vocab / par.tensor_parallel)
+    last = 1.0 / par.pipeline_parallel  # the last stage holds the head
+    _matmul(
+        out,
+        "lm head",
+        tokens,
+        d,
+        v_local,
+        mm,
+        trainable=trainable,
+        input_grad=grads,
+        recompute=False,
+        calls=last,
+    )
+    fused_loss = t.fused_cross_entropy or recipe.loss == "fused-linear"
+    logits_dtype = act
+    if fused_loss:
+        out.append(
+            PlannedKernel(
+                label="loss (fused linear cross-entropy)",
+                work=loss_work(tokens, v_local, logits_dtype, impl="fused", phase="full"),
+                calls=last,
+            )
+        )
+        return
+    chunks = _loss_chunks(w, recipe, tokens)
+    per = _i(tokens / chunks)
+    if (
+        logits_dtype != "fp32"
+    ):  # logits.float() before the loss (Hugging Face ForCausalLMLoss, torchtune, litgpt)
+        _full(
+            out,
+            "logits upcast",
+            lambda ph: elementwise_work(
+                per * v_local,
+                "fp32",
+                variant="cast",
+                inputs=1,
+                outputs=1,
+                phase=ph,
+                source_dtype=logits_dtype,
+            ),
+            False,
+            calls=last * chunks,
+            backward=grads,
+        )
+    _full(
+        out,
+        "loss",
+        lambda ph: loss_work(per, v_local, "fp32", impl="eager", phase=ph),
+        False,
+        calls=last * chunks,
+        backward=grads,
+    )
+
+
+def _trainable_tensors(w: Workload) -> int:
+    from perfmodel.analytic.overhead import trainable_tensors
+
+    return max(1, int(round(trainable_tensors(w))))
+
+
+def _optimizer(
+    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+) -> None:
+    t, par = w.training, w.parallel
+    if t.optimizer == "none" or p.trainable <= 0:
+        return
+    params = p.trainable / par.model_split
+    if par.strategy in ("zero1", "zero2", "zero3", "fsdp"):
+        params /= par.shard_group
+    impl = "forloop" if on_cpu else recipe.optimizer_impl.replace("for-loop", "forloop")
+    if t.optimizer in ("adamw", "adam", "lbfgs", "lion", "adafactor"):
+        variant = f"adamw-{impl}"
+    elif t.optimizer == "sgd_momentum":
+        variant = f"sgd-momentum-{'forloop' if impl == 'forloop' else 'foreach'}"
+    else:
+        variant = "sgd-foreach"
+    state = "bf16" if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
+    out.append(
+        PlannedKernel(
+            label=f"optimizer step ({variant})",
+            work=optimizer_work(max(1.0, params), _trainable_tensors(w), state, variant=variant),
+            calls=1.0,
+            per_step=True,
+        )
+    )
+
+
+def _cnn(
+    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+) -> list[str]:
+    """A CNN/MLP as one implicit-GEMM convolution with its FLOPs, plus its batch-norm and elementwise
+    traffic over the activations it keeps."""
+    m, t = w.model, w.training
+    mm, act, _ = _dtypes(w)
+    b = t.micro_batch_size
+    flops_fwd = float(m.forward_gflops_per_sample or 0.0) * 1e9 * b
+    c_in, c_out = CNN_REFERENCE_CHANNELS
+    k = CNN_REFERENCE_KERNEL
+    one = conv_work(1, c_in, c_out, 28, 28, k, mm, phase="forward")
+    calls = flops_fwd / one.flops if one.flops else 0.0
+    grads = not (t.trainable_fraction == 0 and not t.lora_r)
+    ckpt = bool(t.activation_checkpointing) and grads
+    if m.arch == "mlp":
+        rows = _i(b)
+        width = _i(math.sqrt(max(p.total, 1.0)))
+        work = matmul_work(rows, width, width, mm)
+        calls = flops_fwd / work.flops if work.flops else 0.0
+        _matmul(
+            out,
+            "mlp layers",
+            rows,
+            width,
+            width,
+            mm,
+            trainable=grads,
+            input_grad=grads,
+            recompute=ckpt,
+            calls=calls,
+        )
+        return [
+            "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known)"
+        ]
+    conv = conv_work(b, c_in, c_out, 28, 28, k, mm, phase="forward")
+    per_image = calls / b
+    out.append(PlannedKernel(label="convolutions forward", work=conv, calls=per_image))
+    if ckpt:
+        out.append(PlannedKernel(label="convolutions recompute", work=conv, calls=per_image))
+    if grads:
+        out.append(
+            PlannedKernel(
+                label="convolutions backward",
+                work=conv_work(b, c_in, c_out, 28, 28, k, mm, phase="backward"),
+                calls=per_image,
+            )
+        )
+    kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
+    if kept_elements >= 1:
+        norms = max(1.0, per_image * 2.0)  # one BN per conv (v1.5: ~ 2 per conv work of this size)
+        cols = c_out
+        rows = _i(kept_elements / norms / cols) if norms else 1
+        _full(
+            out,
+            "batch norm",
+            lambda ph: norm_work(rows, cols, act, variant="batch", impl="eager", phase=ph),
+            ckpt,
+            calls=norms,
+            backward=grads,
+        )
+        _full(
+            out,
+            "relu / residual",
+            lambda ph: elementwise_work(rows * cols, act, variant="add", phase=ph),
+            ckpt,
+            calls=norms * CNN_ELEMENTWISE_PER_NORM,
+            backward=grads,
+        )
+    return [
+        f"a {m.arch} is costed as {per_image:.0f} convolutions of a representative shape per image "
+        f"({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over its activations"
+    ]
+
+
+def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
+    """Every kernel one GPU runs in one optimizer step of the workload."""
+    p = params or count_params(w.model, w.training)
+    recipe = recipe_of(w)
+    on_cpu = w.gpu.vendor == "cpu"
+    out: list[PlannedKernel] = []
+    notes: list[str] = []
+    if w.model.is_transformer:
+        _transformer_layers(w, recipe, out, on_cpu)
+        _outside_layers(w, recipe, p, out, on_cpu)
+    else:
+        notes += _cnn(w, recipe, p, out, on_cpu)
+    _optimizer(w, recipe, p, out, on_cpu)
+    return StepPlan(kernels=tuple(k for k in out if k.calls > 0), recipe=recipe, notes=tuple(notes))
+
+
+# --- pricing --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    """A step plan priced on one accelerator (seconds on one GPU)."""
+
+    device_micro_s: float
+    """Device time of one micro-batch's kernels."""
+    device_step_s: float
+    """Device time of the once-per-step kernels (the optimizer)."""
+    host_micro_s: float
+    """Host time launching one micro-batch's kernels (plus the framework's own per-batch work)."""
+    host_step_s: float
+    """Host time of the once-per-step work (optimizer launches, the framework's per-step work)."""
+    floor_micro_s: float
+    """Roofline floor of one micro-batch's kernels (each kernel at its floor)."""
+    floor_step_s: float
+    by_kind_s: dict[str, float]
+    """Device seconds per kernel kind for one optimizer step (all micro-batches)."""
+    floor_by_kind_s: dict[str, float]
+    launches_micro: float
+    launches_step: float
+
+
+def host_seconds_per_launch(w: Workload) -> float:
+    """Host time to dispatch one eager op (conventions.HOST_SECONDS_PER_KERNEL), scaled by the recipe."""
+    from perfmodel.analytic import conventions as cv
+
+    return cv.HOST_SECONDS_PER_KERNEL * recipe_of(w).launch_scale
+
+
+def price_step(w: Workload, plan: StepPlan, params: object = None) -> StepTime:
+    """Seconds of every kernel of `plan` on the workload's accelerator (perfmodel.kernels.efficiency)."""
+    from perfmodel.analytic import conventions as cv
+    from perfmodel.kernels.efficiency import kernel_time
+
+    accum = w.training.grad_accum_steps
+    by_kind: dict[str, float] = {}
+    floor_kind: dict[str, float] = {}
+    dev = {False: 0.0, True: 0.0}
+    floor = {False: 0.0, True: 0.0}
+    for k in plan.kernels:
+        kt = kernel_time(k.work, w.gpu, params)  # type: ignore[arg-type]
+        seconds, lowest = kt.seconds * k.calls, kt.floor_s * k.calls
+        dev[k.per_step] += seconds
+        floor[k.per_step] += lowest
+        scale = 1.0 if k.per_step else float(accum)
+        by_kind[k.work.kind] = by_kind.get(k.work.kind, 0.0) + seconds * scale
+        floor_kind[k.work.kind] = floor_kind.get(k.work.kind, 0.0) + lowest * scale
+    per_launch = host_seconds_per_launch(w)
+    recipe = plan.recipe
+    framework_floor = recipe.host_s_per_micro_batch or (
+        cv.LUDWIG_PER_BATCH_FLOOR_S if w.framework == "ludwig" else 0.0
+    )
+    return StepTime(
+        device_micro_s=dev[False],
+        device_step_s=dev[True],
+        host_micro_s=plan.launches(per_step=False) * per_launch + framework_floor,
+        host_step_s=plan.launches(per_step=True) * per_launch + recipe.host_s_per_step,
+        floor_micro_s=floor[False],
+        floor_step_s=floor[True],
+        by_kind_s=by_kind,
+        floor_by_kind_s=floor_kind,
+        launches_micro=plan.launches(per_step=False),
+        launches_step=plan.launches(per_step=True),
+    )

@@ -1,0 +1,471 @@
+"""What a kernel call costs on an accelerator: `work / (ceiling x efficiency)`, never below its
+roofline floor, with an efficiency that is a small fitted function of the work and of the
+accelerator's specs (never its name), so it transfers to accelerators the fit never saw.
+
+The model, per call (seconds):
+
+    memory-bound kinds (norm, activation, rotary, elementwise, loss, embedding, optimizer, dequant):
+        t = launches * t_launch[vendor]
+            + bytes_moved * F(kind, variant, impl) * (1 / (bw * eta_bw[vendor]) + 1 / (sm_count * r_sm))
+    GEMM-like kinds (matmul, conv, attention), summed over the GEMMs the call runs (forward; the
+    data and weight gradients in backward):
+        t = launches * t_launch_gemm[vendor] + sum_parts max(t_compute, t_memory) (+ extra traffic)
+        t_compute = flops / (peak[dtype] * eta_max * util^gamma * k / (k + k0[class]) * A[kind, phase])
+        t_memory  = bytes * (1 / (bw * eta_bw[vendor]) + 1 / (sm_count * r_sm))
+    seconds = max(t, floor),  floor = max(flops / datasheet peak[dtype], bytes / datasheet bandwidth)
+
+- `1 / (sm_count * r_sm)`: a memory-bound kernel keeps only so many bytes in flight per SM, so its
+  bandwidth is capped at sm_count * r_sm besides the HBM's (Little's law); it is what makes eager
+  kernels reach a smaller share of a B200's 8 TB/s than of an A100's 2 TB/s.
+- `eta_max`: the matmul ceiling over the datasheet peak: `measured['matmul_<dtype>_tflops'] / peak`
+  where the accelerator has a measured ceiling, else `sigmoid(c[vendor] + c_tensor[vendor] [tensor
+  cores] + s * log(tdp_w / peak_tflops) + s_w * log(tdp_w / 300 W))`: power-limited parts (70 W
+  L4, T4, P4) do not hold their boost clock under a long matmul. The fit learns this function from every matmul row, measured ceilings ignored.
+- `util`: wave quantisation of 128 x 128 output tiles over the SMs (work / (waves * sm_count *
+  128^2)); `k / (k + k0)`: the prologue/epilogue of each tile against its inner loop.
+- `F` = exp(f[kind] + f[kind, variant] + f[impl] + f[impl, phase]): how much slower than streaming
+  `bytes_moved` a kind's kernels run (reductions, random numbers, index sorts; a backward re-reads
+  what its ideal byte count does not include, and a fused backward reduces its weight gradient
+  across blocks); unseen combinations fall back to the kind's, the implementation's and the
+  phase's terms.
+- `t_launch`: the per-launch time a single timed call shows (launch, ramp-up, tail) on the device;
+  host dispatch time is the step composer's (per recipe).
+
+The parameters are fitted by `fit_efficiency` on the kernel table (log-time least squares, scipy)
+and shipped as JSON beside this module (`load_efficiency`); `perfmodel kernels show` prints them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfmodel.errors import DataError
+from perfmodel.kernels.work import KERNEL_KINDS, KernelWork, gemm_parts
+from perfmodel.workload import GPUSpec
+
+PARAMS_PATH = Path(__file__).with_name("efficiency.json")
+"""The shipped fitted parameters (`perfmodel kernels fit` writes them)."""
+
+VENDORS = ("nvidia", "amd", "intel", "cpu")
+GEMM_KINDS = ("matmul", "conv", "attention")
+MEMORY_KINDS = tuple(k for k in KERNEL_KINDS if k not in GEMM_KINDS)
+TILE = 128
+"""Output tile edge (elements) of the wave-quantisation term."""
+TENSOR_DTYPES = ("tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EfficiencyParams:
+    """Fitted parameters of the kernel-time model (named values; see the module docstring)."""
+
+    values: dict[str, float]
+    """Parameter name -> value (times in s, bandwidths in bytes/s, the rest dimensionless)."""
+    fitted_on: tuple[str, ...] = ()
+    """Accelerators whose kernel rows the fit used."""
+    rows: int = 0
+    """Kernel-table rows the fit used."""
+    notes: str = ""
+    """How the parameters were fitted (command, table, date)."""
+
+    def get(self, name: str, default: float) -> float:
+        return float(self.values.get(name, default))
+
+    @functools.cached_property
+    def key(self) -> tuple[tuple[str, float], ...]:
+        """The values as a hashable key (kernel times are cached by it)."""
+        return tuple(sorted(self.values.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": dict(sorted(self.values.items())), "fitted_on": list(self.fitted_on), "rows": self.rows,
+                "notes": self.notes}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EfficiencyParams:
+        return cls(
+            values={str(k): float(v) for k, v in data["values"].items()},
+            fitted_on=tuple(data.get("fitted_on", ())),
+            rows=int(data.get("rows", 0)),
+            notes=str(data.get("notes", "")),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelTime:
+    """The predicted device time of one kernel call."""
+
+    seconds: float
+    """Predicted device time of one call (s)."""
+    floor_s: float
+    """Roofline floor: max(flops / datasheet peak(dtype), bytes / datasheet bandwidth) (s)."""
+    efficiency: float
+    """floor_s / seconds, in (0, 1]."""
+
+
+DEFAULTS: dict[str, float] = {
+    **{f"t_launch_s.{v}": 2.5e-6 for v in VENDORS},
+    **{f"t_launch_gemm_s.{v}": 5e-6 for v in VENDORS},
+    **{f"eta_bw.{v}": 0.85 for v in VENDORS},
+    "r_sm_bytes_per_s": 20e9,
+    **{f"eta_c.{v}": 1.5 for v in VENDORS},
+    "eta_c.tensor": 0.0,
+    "eta_c.power_slope": 0.3,
+    "k0.simt": 32.0,
+    "k0.tensor": 64.0,
+    "wave_exponent": 1.0,
+}
+"""Starting values (and the values of parameters a fit has no data for)."""
+
+
+@functools.cache
+def _load(path: str) -> EfficiencyParams:
+    try:
+        return EfficiencyParams.from_dict(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(
+            f"cannot read the kernel efficiency parameters {path}: {exc}; refit with `perfmodel kernels fit`"
+        ) from exc
+
+
+def load_efficiency(path: str | Path | None = None) -> EfficiencyParams:
+    """The shipped fitted parameters (read once, cached); `path` reads another file."""
+    return _load(str(path or PARAMS_PATH))
+
+
+def save_efficiency(params: EfficiencyParams, path: str | Path | None = None) -> Path:
+    target = Path(path or PARAMS_PATH)
+    target.write_text(json.dumps(params.to_dict(), indent=1) + "\n")
+    _load.cache_clear()
+    return target
+
+
+_GROUPS = (
+    ("streaming (memory-bound kinds)", ("eta_bw.", "r_sm_", "t_launch_s.")),
+    ("kind factors F = exp(f) on streaming time", ("f.",)),
+    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "k0.", "wave_", "t_launch_gemm_s.")),
+    ("GEMM-kind factors A = exp(a) on compute time", ("a.",)),
+    ("timing protocol of each source (fitting only, never in kernel_time)", ("meas.",)),
+)
+_MEANINGS = {
+    "eta_bw.": "share of the datasheet HBM bandwidth a streaming kernel reaches",
+    "r_sm_": "bytes/s one SM keeps in flight (the per-SM cap on streaming bandwidth)",
+    "t_launch_s.": "device time per launch of a memory-bound kernel",
+    "t_launch_gemm_s.": "device time per launch of a GEMM-like kernel",
+    "f.": "multiplier on streaming time",
+    "eta_c.tensor": "logit offset of tensor/matrix-core dtypes",
+    "eta_c.power_slope": "logit slope per log(W per peak TFLOP/s)",
+    "eta_c.tdp_slope": "logit slope per log(board W / 300 W)",
+    "eta_c.": "logit intercept of the large-matmul efficiency",
+    "k0.": "inner dimension at which a tile's loop reaches half its speed",
+    "wave_": "exponent on the wave-quantisation utilisation",
+    "a.": "divisor of the matmul efficiency",
+    "meas.host": "host seconds per launch the benchmark's dispatch costs",
+    "meas.overhead": "fixed latency per timed call",
+}
+
+
+def _format(name: str, value: float) -> str:
+    if name.startswith(("t_launch", "meas.")):
+        return f"{value * 1e6:.2f} us"
+    if name.startswith("r_sm"):
+        return f"{value / 1e9:.1f} GB/s"
+    if name.startswith(("f.", "a.")):
+        return f"x{math.exp(value):.3f}"
+    return f"{value:.4g}"
+
+
+def describe_params(params: EfficiencyParams) -> dict[str, list[dict[str, str]]]:
+    """The parameters in groups, with readable values (s -> us, factors as multipliers) and meaning."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for title, prefixes in _GROUPS:
+        rows = []
+        for name in sorted(n for n in params.values if n.startswith(prefixes)):
+            meaning = next((m for p, m in _MEANINGS.items() if name.startswith(p)), "")
+            rows.append({"name": name, "value": _format(name, params.values[name]), "meaning": meaning})
+        out[title] = rows
+    return out
+
+
+# --- accelerator features ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuFeatures:
+    """What the model reads of an accelerator (from its specs only)."""
+
+    vendor: str
+    bw: float  # datasheet bandwidth, bytes/s
+    sm: float
+    tdp_w: float
+
+
+def gpu_features(gpu: GPUSpec) -> GpuFeatures:
+    vendor = gpu.vendor if gpu.vendor in VENDORS else "nvidia"
+    bw = float(gpu.hbm_bandwidth_gb_per_s or gpu.measured.get("hbm_copy_gb_per_s") or 1.0) * 1e9
+    sm = float(gpu.sm_count) if gpu.sm_count > 0 else 1e6  # unknown: no wave quantisation, no per-SM cap
+    return GpuFeatures(vendor, bw, sm, float(gpu.tdp_w or 0.0))
+
+
+def _peak(gpu: GPUSpec, dtype: str) -> float:
+    """Datasheet peak FLOP/s; a CPU's peak is an estimate (cores x clock x SIMD width), so a measured
+    ceiling above it replaces it."""
+    peak = gpu.peak_for(dtype) * 1e12
+    if gpu.vendor == "cpu":
+        peak = max(peak, float(gpu.measured.get(f"matmul_{dtype}_tflops") or 0.0) * 1e12)
+    return peak
+
+
+def _measured_eta(gpu: GPUSpec, dtype: str) -> float | None:
+    for key in (dtype, {"fp16": "bf16", "bf16": "fp16"}.get(dtype, dtype)):
+        value = gpu.measured.get(f"matmul_{key}_tflops")
+        if value:
+            return min(0.99, float(value) * 1e12 / _peak(gpu, dtype))
+    return None
+
+
+def is_tensor(gpu: GPUSpec, dtype: str) -> bool:
+    """True where `dtype` runs on tensor/matrix cores (a peak well above the fp32 one)."""
+    fp32 = gpu.peak_tflops.get("fp32") or 0.0
+    return dtype in TENSOR_DTYPES and gpu.peak_for(dtype) > 1.5 * fp32
+
+
+def _get(v: dict[str, float], name: str) -> float:
+    return v.get(name, DEFAULTS.get(name, 0.0))
+
+
+MAX_PARTS = 6
+"""GEMMs one work can run (the math attention path, forward + backward)."""
+
+
+def _gemm_parts(work: KernelWork) -> list[tuple[int, int, int, int]]:
+    """(M, N, K, batch) of each GEMM the work runs."""
+    if work.kind == "matmul":
+        m, n, k, b = work.shape
+        return [(pm, pn, pk, b) for pm, pn, pk in gemm_parts(m, n, k, work.phase, work.variant)]
+    if work.kind == "conv":
+        m, n, k = work.shape
+        return [(pm, pn, pk, 1) for pm, pn, pk in gemm_parts(m, n, k, work.phase, "gemm")]
+    b, h, s_q, s_kv, d, _ = work.shape
+    if work.variant == "math":  # QK^T and PV as batched GEMMs; backward: dV, dP, dQ, dK
+        fwd = [(s_q, s_kv, d, b * h), (s_q, d, s_kv, b * h)]
+        bwd = [(s_kv, d, s_q, b * h), (s_q, s_kv, d, b * h), (s_q, d, s_kv, b * h), (s_kv, d, s_q, b * h)]
+        return fwd if work.phase == "forward" else bwd if work.phase == "backward" else fwd + bwd
+    return [(s_q, d, s_kv, b * h)]  # fused attention: the query blocks over the keys, in one kernel
+
+
+@dataclass
+class Design:
+    """Arrays the model reads for a batch of (work, accelerator) pairs (one row per work)."""
+
+    vendor: np.ndarray  # int index into VENDORS
+    bw: np.ndarray
+    sm: np.ndarray
+    log_w_per_tflop: np.ndarray  # log(tdp / peak TFLOP/s); 0 where the tdp is unknown
+    log_tdp: np.ndarray  # log(tdp / 300 W); 0 where unknown
+    has_tdp: np.ndarray
+    peak: np.ndarray
+    eta_measured: np.ndarray  # nan where the accelerator has no measured ceiling for the dtype
+    tensor: np.ndarray
+    gemm: np.ndarray  # 1.0 for GEMM-like kinds
+    launches: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    bytes_moved: np.ndarray
+    gemm_bytes: np.ndarray  # bytes the GEMM parts stream (0 for the math attention: its extra traffic)
+    floor: np.ndarray
+    pm: np.ndarray  # (rows, MAX_PARTS) GEMM dims, 0 = no part
+    pn: np.ndarray
+    pk: np.ndarray
+    pb: np.ndarray
+    pflops: np.ndarray  # (rows, MAX_PARTS) FLOPs of each part
+    codes: dict[str, np.ndarray]  # categorical -> int code per row: kind, kind_variant, impl, phase_key
+    levels: dict[str, list[str]]  # categorical -> its distinct values (code i = levels[i])
+
+    def subset(self, mask: np.ndarray) -> Design:
+        """The rows where `mask` is true (categorical levels kept)."""
+        values = {
+            k: getattr(self, k)[mask] for k in self.__dataclass_fields__ if k not in ("codes", "levels")
+        }
+        return Design(**values, codes={k: c[mask] for k, c in self.codes.items()}, levels=self.levels)
+
+    def table_of(
+        self, prefix: str, categorical: str, v: dict[str, float], default: float = 0.0
+    ) -> np.ndarray:
+        """v[prefix + level] for each row's level of `categorical` (default where absent)."""
+        per_level = np.array(
+            [v.get(prefix + level, default) for level in self.levels[categorical]] or [default]
+        )
+        return per_level[self.codes[categorical]]
+
+
+def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    levels = sorted(set(values))
+    index = {x: i for i, x in enumerate(levels)}
+    return np.array([index[x] for x in values], dtype=int), levels
+
+
+def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
+    """The model's arrays for each (work, accelerator) pair."""
+    n = len(pairs)
+    cols: dict[str, np.ndarray] = {
+        name: np.zeros(n)
+        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
+                     "launches", "flops", "bytes", "bytes_moved", "gemm_bytes", "floor")
+    }  # fmt: skip
+    parts = {name: np.zeros((n, MAX_PARTS)) for name in ("pm", "pn", "pk", "pb", "pflops")}
+    cats: dict[str, list[str]] = {
+        "kind": [], "kind_variant": [], "impl": [], "phase_key": [], "impl_phase": [],
+    }  # fmt: skip
+    feats: dict[int, GpuFeatures] = {}
+    for i, (w, gpu) in enumerate(pairs):
+        f = feats.get(id(gpu)) or feats.setdefault(id(gpu), gpu_features(gpu))
+        peak = _peak(gpu, w.dtype)
+        measured = _measured_eta(gpu, w.dtype)
+        cols["vendor"][i] = VENDORS.index(f.vendor)
+        cols["bw"][i], cols["sm"][i], cols["peak"][i] = f.bw, f.sm, peak
+        cols["has_tdp"][i] = 1.0 if f.tdp_w > 0 else 0.0
+        cols["log_w_per_tflop"][i] = math.log(f.tdp_w / (peak / 1e12)) if f.tdp_w > 0 else 0.0
+        cols["log_tdp"][i] = math.log(f.tdp_w / 300.0) if f.tdp_w > 0 else 0.0
+        cols["eta_measured"][i] = np.nan if measured is None else measured
+        cols["tensor"][i] = 1.0 if is_tensor(gpu, w.dtype) else 0.0
+        cols["launches"][i], cols["flops"][i] = w.launches, w.flops
+        cols["bytes"][i], cols["bytes_moved"][i] = w.bytes, w.bytes_moved
+        cols["floor"][i] = max(w.flops / peak if w.flops else 0.0, w.bytes / f.bw)
+        cats["kind"].append(w.kind)
+        cats["kind_variant"].append(f"{w.kind}/{w.variant}")
+        cats["impl"].append(w.impl)
+        cats["phase_key"].append(f"{w.kind}/{w.variant}/{w.phase}")
+        cats["impl_phase"].append(f"{w.impl}/{w.phase}")
+        if w.kind in GEMM_KINDS:
+            cols["gemm"][i] = 1.0
+            cols["gemm_bytes"][i] = 0.0 if w.variant == "math" else w.bytes
+            gp = _gemm_parts(w)
+            raw = [2.0 * m * nn * k * b for m, nn, k, b in gp]
+            total = sum(raw) or 1.0
+            for j, ((m, nn, k, b), r) in enumerate(zip(gp, raw, strict=True)):
+                parts["pm"][i, j], parts["pn"][i, j], parts["pk"][i, j], parts["pb"][i, j] = m, nn, k, b
+                parts["pflops"][i, j] = w.flops * r / total
+    coded = {k: _codes(x) for k, x in cats.items()}
+    return Design(
+        **cols,
+        **parts,
+        codes={k: c for k, (c, _) in coded.items()},
+        levels={k: lv for k, (_, lv) in coded.items()},
+    )
+
+
+def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
+    """Predicted device seconds of every row of `d` with parameter values `v` (before the floor)."""
+    vendor = d.vendor.astype(int)
+    per_vendor = {name: np.array([_get(v, f"{name}.{x}") for x in VENDORS])[vendor]
+                  for name in ("t_launch_s", "t_launch_gemm_s", "eta_bw", "eta_c")}  # fmt: skip
+    inv_bw = 1.0 / (d.bw * per_vendor["eta_bw"]) + 1.0 / (d.sm * _get(v, "r_sm_bytes_per_s"))
+    factor = np.exp(
+        d.table_of("f.", "kind", v)
+        + d.table_of("f.", "kind_variant", v)
+        + d.table_of("f.impl/", "impl", v)
+        + d.table_of("f.phase/", "impl_phase", v)
+    )
+    out = d.launches * per_vendor["t_launch_s"] + d.bytes_moved * factor * inv_bw
+    g = np.flatnonzero(d.gemm > 0)
+    if not len(g):
+        return out
+    # GEMM-like rows: the parts at the matmul efficiency, plus any traffic beyond the GEMMs' own
+    tensor_offset = np.array([v.get(f"eta_c.tensor.{x}", v.get("eta_c.tensor", 0.0)) for x in VENDORS])[
+        vendor
+    ]
+    logit = per_vendor["eta_c"][g] + tensor_offset[g] * d.tensor[g]
+    logit = (
+        logit
+        + _get(v, "eta_c.power_slope") * d.log_w_per_tflop[g]
+        + _get(v, "eta_c.tdp_slope") * d.log_tdp[g]
+    )
+    measured = d.eta_measured[g]
+    eta = np.where(np.isnan(measured), 1.0 / (1.0 + np.exp(-logit)), measured)
+    a = np.exp(d.table_of("a.", "kind_variant", v)[g] + d.table_of("a.", "phase_key", v)[g])
+    k0 = np.where(d.tensor[g] > 0, _get(v, "k0.tensor"), _get(v, "k0.simt"))
+    has = d.pm[g] > 0
+    m, n, k, b = (np.where(has, x[g], 1.0) for x in (d.pm, d.pn, d.pk, d.pb))
+    sm = d.sm[g][:, None]
+    waves = np.ceil(np.ceil(m / TILE) * np.ceil(n / TILE) * b / sm)
+    util = np.minimum(1.0, m * n * b / (waves * sm * TILE * TILE))
+    eff = (eta / a)[:, None] * util ** _get(v, "wave_exponent") * k / (k + k0[:, None])
+    t_c = d.pflops[g] / (d.peak[g][:, None] * eff)
+    share = d.pflops[g] / np.maximum(d.flops[g], 1.0)[:, None]
+    t_m = (d.gemm_bytes[g] * inv_bw[g])[:, None] * share
+    parts = np.where(has, np.maximum(t_c, t_m), 0.0).sum(axis=1)
+    extra = np.maximum(d.bytes_moved[g] - d.gemm_bytes[g], 0.0) * factor[g] * inv_bw[g]
+    out[g] = d.launches[g] * per_vendor["t_launch_gemm_s"][g] + parts + extra
+    return out
+
+
+def kernel_time(work: KernelWork, gpu: GPUSpec, params: EfficiencyParams | None = None) -> KernelTime:
+    """Predicted device time of one kernel call on `gpu` (seconds >= the roofline floor)."""
+    return kernel_times([work], gpu, params)[0]
+
+
+_CACHE: dict[tuple[Any, ...], KernelTime] = {}
+_CACHE_MAX = 200_000
+"""Kernel times already computed, by (work, accelerator specs, parameters): a sweep or a service
+prices the same kernels again and again."""
+
+
+def _gpu_key(gpu: GPUSpec) -> tuple[Any, ...]:
+    return (gpu.name, gpu.vendor, gpu.hbm_bandwidth_gb_per_s, gpu.sm_count, gpu.tdp_w,
+            tuple(sorted(gpu.peak_tflops.items())), tuple(sorted(gpu.measured.items())))  # fmt: skip
+
+
+def kernel_times(
+    works: list[KernelWork], gpu: GPUSpec, params: EfficiencyParams | None = None
+) -> list[KernelTime]:
+    """`kernel_time` of each work on one accelerator; the ones not computed before in one
+    vectorised pass."""
+    p = params or load_efficiency()
+    base = (_gpu_key(gpu), p.key)
+    keys = [(w, *base) for w in works]
+    todo = [i for i, k in enumerate(keys) if k not in _CACHE]
+    if todo:
+        d = build_design([(works[i], gpu) for i in todo])
+        raw = predict_design(d, p.values)
+        seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
+        if len(_CACHE) > _CACHE_MAX:
+            _CACHE.clear()
+        for i, s_, fl in zip(todo, seconds, d.floor, strict=True):
+            _CACHE[keys[i]] = KernelTime(seconds=float(s_), floor_s=float(fl), efficiency=float(fl / s_))
+    return [_CACHE[k] for k in keys]
+
+
+def floor_seconds(work: KernelWork, gpu: GPUSpec) -> float:
+    """max(flops / datasheet peak(dtype), bytes / datasheet bandwidth)."""
+    return kernel_times([work], gpu, EfficiencyParams(values={}))[0].floor_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitReport:
+    """What a fit did (for `perfmodel kernels fit`)."""
+
+    params: EfficiencyParams
+    rows_used: int
+    """Kernel-table rows the fit used."""
+    rows_below_floor: int
+    """Rows left out because the measurement is faster than its HBM roofline floor (L2-resident)."""
+    seconds: float
+    """Wall time of the fit (s)."""
+    median_ape: float
+    """In-sample median absolute percentage error of the fitted rows (fraction)."""
+    by_group: dict[str, int] = field(default_factory=dict)
+    """Rows used per kernel kind."""
+
+
+def fit_efficiency(table: Any, *, exclude_gpus: tuple[str, ...] | list[str] = ()) -> EfficiencyParams:
+    """Parameters fitted on the kernel table's rows, leaving out every row of `exclude_gpus`
+    (deterministic; well under 2 s on 2 cores for the shipped table)."""
+    from perfmodel.kernels.fitting import fit_efficiency_table  # scipy and pandas: the fit only
+
+    return fit_efficiency_table(table, exclude_gpus=tuple(exclude_gpus)).params

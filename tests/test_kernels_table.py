@@ -1,0 +1,133 @@
+"""The kernel table: the committed parquet conforms to the schema and cites every row; the importers
+read shapes and dtypes the way their sources state them, and skip what they cannot place."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collectors.public.kernels_liger import import_liger_kernel_benchmarks
+from perfmodel.catalog import resolve_gpu_key
+from perfmodel.kernels.table import load_kernel_table, work_of_row
+from perfmodel.schema import KERNEL_COLUMN_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return load_kernel_table(ROOT / "datasets" / "kernels")
+
+
+def test_the_committed_table_conforms_and_cites_every_row(table: pd.DataFrame) -> None:
+    assert tuple(table.columns) == KERNEL_COLUMN_NAMES
+    assert table["row_id"].is_unique
+    assert (table["time_s"] > 0).all() and (table["bytes_moved"] >= table["bytes"] * (1 - 1e-9)).all()
+    public = table[table["source"] != "perfmodel-collector"]
+    assert public["citation"].str.match(r"^[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:\S+").all()
+    assert all(g == "cpu" or resolve_gpu_key(g) == g for g in table["gpu"].unique())
+    for row in table.sample(300, random_state=0).to_dict("records"):
+        work_of_row(row)  # every row is a valid KernelWork
+
+
+def test_the_table_spans_the_accelerators_and_kinds_the_issue_names(table: pd.DataFrame) -> None:
+    gpus = set(table["gpu"])
+    assert {"B200", "H100-SXM", "H100-PCIe", "H100-NVL", "A100-40GB", "A100-80GB", "RTX-3090"} <= gpus | {
+        "H100-PCIe"
+    }
+    assert {"V100-PCIe-32GB", "T4", "L4", "P100", "MI250"} <= gpus  # NeuSight
+    kinds = set(table["kernel_kind"])
+    assert {
+        "matmul",
+        "attention",
+        "norm",
+        "activation",
+        "rotary",
+        "elementwise",
+        "loss",
+        "embedding",
+    } <= kinds
+    neusight = table[table["source"].str.startswith("neusight_op")]
+    assert set(neusight["dtype"]) == {"fp32"}  # TF32 off (PyTorch >= 1.12 default; sgemm kernel names)
+
+
+def test_mamf_rows_are_bf16_then_fp8_by_the_readme_tables(table: pd.DataFrame) -> None:
+    mamf = table[table["source"] == "ml_engineering_mamf_matmul"]
+    a100 = mamf[mamf["gpu"] == "A100-80GB"]
+    assert list(a100["dtype"]) == ["bf16"]  # the A100 has no FP8: its row labelled FP8 is the BF16 table's
+    # "NVIDIA A100 SXM | 271.2 | 312 | 86.9% | 1024x10240x5120": 2*1024*10240*5120 FLOP / 271.2 TFLOP/s
+    assert float(a100["time_s"].iloc[0]) == pytest.approx(2 * 1024 * 10240 * 5120 / 271.2e12)
+    assert set(mamf[mamf["gpu"] == "B200"]["dtype"]) == {"bf16", "fp8"}
+
+
+def _liger_csv(path: Path, rows: list[dict[str, object]]) -> Path:
+    base = {"metric_name": "speed", "metric_unit": "ms", "x_label": "", "gpu_name": "NVIDIA A100-SXM4-80GB",
+            "timestamp": "2024-09-03 15:31:39", "liger_version": "0.2.1", "source_file": "benchmark/data/all_benchmark_data.csv",
+            "first_commit": "b5672a153b7b", "first_commit_date": "2024-09-03", "last_commit": "2120862ba532"}  # fmt: skip
+    frame = pd.DataFrame([{**base, **r} for r in rows])
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_liger_rows_take_the_scripts_shapes_and_dtypes(tmp_path: Path) -> None:
+    def row(
+        kernel: str, provider: str, mode: str, x: object, cfg: dict[str, object], ms: float, x_name: str = "V"
+    ) -> dict[str, object]:
+        return {"kernel_name": kernel, "kernel_provider": provider, "kernel_operation_mode": mode, "x_name": x_name,
+                "x_value": x, "extra_benchmark_config_str": json.dumps(cfg), "y_value_50": ms, "y_value_20": ms,
+                "y_value_80": ms}  # fmt: skip
+
+    rows = [
+        row(
+            "cross_entropy", "huggingface", "forward", 4096, {"B": 8, "T": 2048}, 0.53
+        ),  # no dtype: the script's fp32
+        row("cross_entropy", "liger", "full", 4096, {"B": 8, "T": 2048}, 0.9),
+        row(
+            "rms_norm",
+            "huggingface",
+            "backward",
+            4096,
+            {"M": 2048, "dtype": "torch.bfloat16", "eps": 1e-6},
+            0.74,
+            "H",
+        ),
+        row(
+            "swiglu",
+            "huggingface",
+            "forward",
+            1024,
+            {"B": 4, "hidden_size": 4096, "dtype": "torch.bfloat16"},
+            1.0,
+            "T",
+        ),
+        row("cross_entropy", "huggingface", "no-grad-forward", 4096, {"B": 8, "T": 2048}, 0.5),
+    ]
+    got = import_liger_kernel_benchmarks(_liger_csv(tmp_path / "liger.csv", rows))
+    frame = got.frame()
+    assert len(frame) == 3
+    ce = frame[(frame["kernel_kind"] == "loss") & (frame["impl"] == "eager")].iloc[0]
+    assert (ce["dtype"], ce["phase"], ce["shape"], ce["time_s"]) == ("fp32", "forward", "16384x4096", 0.53e-3)
+    assert (
+        "dtype from the script" in ce["notes"] and "benchmark_cross_entropy.py@b5672a153b7b" in ce["citation"]
+    )
+    fused = frame[frame["impl"] == "fused"].iloc[0]
+    assert fused["bytes_moved"] == fused["bytes"]  # a fused kernel moves the ideal bytes
+    norm = frame[frame["kernel_kind"] == "norm"].iloc[0]
+    assert (norm["variant"], norm["dtype"], norm["launches"]) == (
+        "rms",
+        "bf16",
+        16,
+    )  # the census's HF backward
+    assert any("whole MLP module" in k for k in got.skipped) and any("inference" in k for k in got.skipped)
+
+
+def test_a_liger_sweep_flat_in_size_is_left_out(tmp_path: Path) -> None:
+    cfg = json.dumps({"M": 2048, "dtype": "torch.bfloat16", "eps": 1e-6})
+    rows = [{"kernel_name": "rms_norm", "kernel_provider": "liger", "kernel_operation_mode": "backward", "x_name": "H",
+             "x_value": h, "extra_benchmark_config_str": cfg, "y_value_50": 0.5, "y_value_20": 0.5, "y_value_80": 0.5}
+            for h in (1024, 2048, 4096, 8192)]  # fmt: skip
+    got = import_liger_kernel_benchmarks(_liger_csv(tmp_path / "flat.csv", rows))
+    assert got.rows == [] and sum(got.skipped.values()) == 4
