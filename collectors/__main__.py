@@ -11,6 +11,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Run `perfmodel collect` with `argv` (default: this process's arguments); returns the exit
     status."""
+    # the CLI: loaded when `python -m collectors` runs
     from perfmodel.cli import app
     from perfmodel.cli._common import run_app
 

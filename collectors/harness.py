@@ -3,7 +3,7 @@ configuration of a profile.
 
 One collector per output folder (collectors.lock): a second one refuses, naming the holder, or
 waits its turn (`wait=True`). Before measuring, shards that cannot be read are set aside in
-`damaged/` (collectors.storage.set_aside_damaged), each reported in one line.
+`damaged/` (perfmodel.measure.storage.set_aside_damaged), each reported in one line.
 Resumable and idempotent: configurations whose row_id is already in a shard of this hardware id
 are skipped. Rows are written as a new shard every `flush_every` configurations and on exit, so
 Ctrl-C, SIGTERM or SIGHUP (collectors.interrupts) loses at most the configuration in progress. A
@@ -24,13 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.configs import make_row_id
-from collectors.fingerprint import Fingerprint, GpuQuery, collect_fingerprint
 from collectors.interrupts import signal_name, signals_as_interrupt
 from collectors.lock import ensure_output_dir, hold_output_dir
+from collectors.microbench import run_microbench as run_mb
 from collectors.profiles import Profile, build_profile
 from collectors.progress import Reporter, load_avg, row_summary
-from collectors.storage import (
+from perfmodel import paths
+from perfmodel.errors import ConfigError
+from perfmodel.measure import slices
+from perfmodel.measure.configs import make_row_id
+from perfmodel.measure.device import make_device
+from perfmodel.measure.fingerprint import Fingerprint, GpuQuery, collect_fingerprint
+from perfmodel.measure.storage import (
     MICROBENCH_PREFIX,
     ShardWriter,
     measured_microbench_keys,
@@ -38,6 +43,7 @@ from collectors.storage import (
     set_aside_damaged,
     write_fingerprint,
 )
+from perfmodel.schema import MICROBENCH_COLUMNS
 
 Clock = Callable[[], float]
 RowHook = Callable[[str, dict[str, Any]], None]
@@ -89,8 +95,6 @@ class CollectResult:
 
 def validate_budget_s(budget_s: float) -> float:
     """`budget_s` as a float when it is a positive, finite number of seconds; else ConfigError."""
-    from perfmodel.errors import ConfigError
-
     try:
         value = float(budget_s)
     except (TypeError, ValueError):
@@ -114,9 +118,6 @@ def collect(
     None = a GPU when there is one) and append its rows under `out_dir` (default
     perfmodel.paths.raw_dir()). `budget_s` overrides the profile's wall-time budget. Another
     collector on the same folder: CollectorBusy, or with `wait`, wait for it."""
-    from collectors.device import make_device
-    from perfmodel import paths
-
     if budget_s is not None:
         budget_s = validate_budget_s(budget_s)
     out_dir = ensure_output_dir(
@@ -170,12 +171,9 @@ def run_profile(
     the folder for the whole run (CollectorBusy when another collector holds it, unless `wait`).
     Ctrl-C, SIGTERM and SIGHUP stop it cleanly (`stopped='interrupted'`). `clock` and `prepare`
     are injectable so tests can fake time and training steps (prepare(config, device) ->
-    collectors.slices.PreparedSlice). `skip_row_ids` / `skip_microbench` are measured elsewhere
+    perfmodel.measure.slices.PreparedSlice). `skip_row_ids` / `skip_microbench` are measured elsewhere
     (a fleet driver's folder, collectors.fleet) and skipped like those in `out_dir`; `on_row` is
     called with ('slice' | 'microbench', row) as each row is measured, before it is buffered."""
-    from perfmodel import paths
-    from perfmodel.schema import MICROBENCH_COLUMNS
-
     budget = profile.budget_s if budget_s is None else validate_budget_s(budget_s)
     hw = fingerprint.hardware_id
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()
@@ -263,8 +261,6 @@ def _measure(
     on_row: RowHook | None = None,
 ) -> None:
     """The body of run_profile, with the output folder held; records into `run` as it goes."""
-    from collectors import slices
-
     prepare = prepare or slices.prepare_slice
     hw = fingerprint.hardware_id
     run.t_start = t_start = clock()
@@ -287,8 +283,6 @@ def _measure(
         reporter.log(f"resuming: {run.skipped_existing} configuration(s) already measured on {hw}")
     with reporter.running():
         if run_microbench and profile.microbench is not None:
-            from collectors.microbench import run_microbench as run_mb
-
             reporter.describe("micro-benchmarks")
             skip = measured_microbench_keys(out, hw) | set(skip_microbench)
             mb_deadline = t_start + MICROBENCH_BUDGET_FRACTION * budget

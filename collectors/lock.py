@@ -93,6 +93,7 @@ def hold_output_dir(
 ) -> Iterator[Holder]:
     """Hold `out_dir` exclusively for the duration of the block. Another holder: CollectorBusy
     naming it, or with `wait`, block until it is gone (`on_wait` is told once)."""
+    # filelock: only when a collection holds the folder
     from filelock import FileLock, Timeout
 
     out = ensure_output_dir(out_dir)

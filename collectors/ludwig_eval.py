@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collectors.ludwig_rows import record_workload
+from perfmodel.prediction import predict
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunComparison:
@@ -67,9 +70,6 @@ def evaluate_runs(
     runs_dir: Path, *, model_dir: str | None = None, use_learned: bool = True
 ) -> list[RunComparison]:
     """Predict every record in `runs_dir` (sorted by name) and compare."""
-    from collectors.ludwig_rows import record_workload
-    from perfmodel.prediction import predict
-
     out = []
     for p in sorted(runs_dir.glob("*.json")):
         if p.name.endswith(".contended.json"):

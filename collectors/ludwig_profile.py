@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import json
 import os
 import subprocess
@@ -33,6 +34,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from collectors.lock import ensure_output_dir, hold_output_dir
+from collectors.ludwig_rows import records_to_rows
+from perfmodel import paths
+from perfmodel.config.ludwig_venv import require_ludwig_python
+from perfmodel.errors import DataError, PerfModelError
+from perfmodel.measure.fingerprint import collect_fingerprint
+from perfmodel.measure.storage import ShardWriter, write_fingerprint
 
 PROFILE = "ludwig"
 ROOT = Path(__file__).resolve().parents[1]  # the checkout the Ludwig child runs from (code, not data: perfmodel.paths)
@@ -215,12 +224,6 @@ def collect_ludwig(
 ) -> LudwigCollectResult:
     """Run the profile (records already in the output folder are kept, not re-run), then write its
     rows. Raises perfmodel.errors.ConfigError when no Ludwig venv is found."""
-    from collectors.fingerprint import collect_fingerprint
-    from collectors.lock import ensure_output_dir, hold_output_dir
-    from collectors.storage import write_fingerprint
-    from perfmodel import paths
-    from perfmodel.config.ludwig_venv import require_ludwig_python
-
     say = (lambda text: sys.stderr.write(text + "\n")) if progress else (lambda text: None)
     t0 = time.perf_counter()
     py = require_ludwig_python(python)
@@ -246,8 +249,6 @@ def collect_ludwig(
             timeout=1800,
         )
         if made.returncode != 0:
-            from perfmodel.errors import DataError
-
             raise DataError(
                 f"making the synthetic data failed: {(made.stderr.strip().splitlines() or ['?'])[-1][:300]}"
             )
@@ -352,7 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--analytic", action="store_true", help="with --evaluate: the analytic model only")
     args = ap.parse_args(argv)
-    from perfmodel.errors import PerfModelError
 
     try:
         if args.evaluate:
@@ -362,8 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(evaluation_table(rows) + "\n")
             return 0
         if args.rows_only:
-            from collectors.fingerprint import collect_fingerprint
             from perfmodel import paths
+            from perfmodel.measure.fingerprint import collect_fingerprint
 
             out = Path(args.out) if args.out else paths.raw_dir()
             print(write_ludwig_rows(out, collect_fingerprint().hardware_id))
@@ -380,11 +380,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_ludwig_rows(out: Path, hardware_id: str) -> Path | None:
     """One shard of rows from the records under `out/ludwig_runs/<hardware_id>/` (see ludwig_rows)."""
-    import datetime as dt
-
-    from collectors.ludwig_rows import records_to_rows
-    from collectors.storage import ShardWriter
-
     records = []
     for p in sorted((out / RECORDS_DIR / hardware_id).glob("*.json")):
         if p.name.endswith(".contended.json"):

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from perfmodel import __version__
+from perfmodel.codec import workload_to_row
+from perfmodel.config import load_workload
 
 
 def record_batch_size(rec: dict[str, Any]) -> int:
@@ -43,9 +48,9 @@ def record_workload(
     """perfmodel's workload for a measured run (a temporary copy of its config, its dataset, on
     `gpu`: this machine's CPU by default, or the measured host it ran on, e.g. LAB_HARDWARE_ID).
     `actual_batch`: pin the batch size Ludwig used (rows); False: predict as a user would."""
+    # PyYAML: only when YAML is read
     import yaml
 
-    from perfmodel.config import load_workload
 
     ds = dataset or Path(rec["dataset"])
     with tempfile.TemporaryDirectory(prefix="perfmodel-ludwig-") as tmp:
@@ -84,11 +89,6 @@ def run_summary(rec: dict[str, Any]) -> dict[str, Any]:
 
 def records_to_rows(records: list[dict[str, Any]], *, hardware_id: str) -> list[dict[str, Any]]:
     """One feature-table row per measured record."""
-    import statistics
-
-    from perfmodel import __version__
-    from perfmodel.codec import workload_to_row
-
     rows = []
     for rec in records:
         steps = full_batches(rec)  # the first batch warms up (allocations, lazy init)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import perfmodel
-from collectors.device import Device, fp32_matmul_mode, is_oom
-from collectors.fingerprint import Fingerprint
+from perfmodel.measure.device import Device, fp32_matmul_mode, is_oom
+from perfmodel.measure.fingerprint import Fingerprint
 
 Clock = Callable[[], float]
 
@@ -129,6 +129,7 @@ def plan_items(plan: MicrobenchPlan, device: Device, num_gpus: int) -> list[tupl
 
 
 def _matmul(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, shape: str) -> dict[str, float]:
+    # torch: seconds to import, only measuring needs it
     import torch
 
     n = int(shape.split("x")[0])
@@ -141,6 +142,7 @@ def _matmul(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, shap
 
 
 def _hbm_copy(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, shape: str) -> dict[str, float]:
+    # torch: seconds to import, only measuring needs it
     import torch
 
     nbytes = int(shape[:-2]) * 10**6
@@ -151,6 +153,7 @@ def _hbm_copy(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, sh
 
 
 def _attention(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, shape: str) -> dict[str, float]:
+    # torch: seconds to import, only measuring needs it
     import torch
     import torch.nn.functional as F
 
@@ -170,6 +173,7 @@ def _attention(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, s
 
 
 def _host_copy(plan: MicrobenchPlan, device: Device, clock: Clock, bench: str, shape: str) -> dict[str, float]:
+    # torch: seconds to import, only measuring needs it
     import torch
 
     nbytes = int(shape[:-2]) * 10**6
@@ -181,6 +185,7 @@ def _host_copy(plan: MicrobenchPlan, device: Device, clock: Clock, bench: str, s
 
 
 def _all_reduce(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, shape: str) -> dict[str, float]:
+    # torch: seconds to import, only measuring needs it
     import torch
     import torch.distributed as tdist
 
@@ -192,6 +197,7 @@ def _all_reduce(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, 
 
 
 def _distributed() -> bool:
+    # torch: seconds to import, only measuring needs it
     import torch.distributed as tdist
 
     return bool(tdist.is_available() and tdist.is_initialized() and tdist.get_world_size() > 1)

@@ -2,9 +2,9 @@
 given device, which ones will be skipped, and whether the profile fits its budget.
 
 Each configuration becomes the same feature-table row the collector would write
-(collectors.configs.row_fields), and perfmodel predicts its step time and peak memory exactly as
+(perfmodel.measure.configs.row_fields), and perfmodel predicts its step time and peak memory exactly as
 for a user's workload (the shipped learned model when there is one, else the analytic bound). The
-projection then mirrors the harness (collectors.harness.run_profile, collectors.slices.run_slice):
+projection then mirrors the harness (collectors.harness.run_profile, perfmodel.measure.slices.run_slice):
 
 - a transformer whose analytic peak memory exceeds 1.25 x the device memory is not run (status
   'oom', no time spent); one predicted not to fit costs a setup and ends in an OOM row;
@@ -28,9 +28,16 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from collectors.configs import (
+from collectors.harness import MICROBENCH_BUDGET_FRACTION, validate_budget_s
+from collectors.microbench import MicrobenchPlan, plan_items
+from collectors.profiles import build_profile
+from perfmodel.catalog import get_gpu
+from perfmodel.errors import ConfigError
+from perfmodel.features import workload_from_row
+from perfmodel.measure.configs import (
     SliceConfig,
     lora_params,
     make_row_id,
@@ -38,9 +45,10 @@ from collectors.configs import (
     row_fields,
     transformer_params,
 )
-from collectors.harness import MICROBENCH_BUDGET_FRACTION, validate_budget_s
-from collectors.microbench import MicrobenchPlan
-from collectors.profiles import build_profile
+from perfmodel.measure.device import PRECISION_DTYPES, CpuDevice
+from perfmodel.measure.fingerprint import collect_fingerprint
+from perfmodel.measure.storage import measured_microbench_keys, measured_row_ids
+from perfmodel.prediction import predict
 
 if TYPE_CHECKING:
     from perfmodel.workload import GPUSpec
@@ -65,7 +73,7 @@ class PlannedSlice:
     """One configuration's predicted fate."""
 
     label: str
-    """collectors.configs.SliceConfig.describe()."""
+    """perfmodel.measure.configs.SliceConfig.describe()."""
     fate: str
     """measure | measured (already in the shards: skipped on resume) | oom-predicted | oom-likely |
     too-slow | after-budget."""
@@ -132,16 +140,17 @@ class ProfilePlan:
 
 def slice_facts(config: SliceConfig) -> dict[str, Any]:
     """Parameters and per-sample forward FLOPs of a configuration's model without building it
-    on a device: transformers analytically (collectors.configs), CNN/MLP on torch's meta device
-    with FlopCounterMode, as collectors.slices does on the real device."""
+    on a device: transformers analytically (perfmodel.measure.configs), CNN/MLP on torch's meta device
+    with FlopCounterMode, as perfmodel.measure.slices does on the real device."""
     if config.kind == "lightgbm":
         return {"params_total": None}
     if config.is_transformer:
         return {"params_total": float(transformer_params(config) + lora_params(config))}
+    # torch: seconds to import, only measuring needs it; perfmodel.measure.models imports torch: only this path needs it
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from collectors.models import build_model
+    from perfmodel.measure.models import build_model
 
     model = build_model(config, "meta")
     counter = FlopCounterMode(display=False)
@@ -175,11 +184,6 @@ def plan_profile(
     configurations this host has already measured there are marked 'measured' and cost nothing,
     as a resumed collection skips them. `measured` (hardware id, row ids, micro-benchmark keys)
     says the same for another host, e.g. a fleet node (collectors.fleet), in place of `out_dir`."""
-    from perfmodel.catalog import get_gpu
-    from perfmodel.errors import ConfigError
-    from perfmodel.features import workload_from_row
-    from perfmodel.prediction import predict
-
     kind = "cpu" if device == "cpu" else "cuda"
     if profile == "gpu" and kind == "cpu":
         raise ConfigError(
@@ -261,17 +265,12 @@ def plan_profile(
 def _measured_here(out_dir: str | Path) -> tuple[str, set[str], set[tuple[str, str, str]]]:
     """This host's hardware id, and the training-slice row ids and micro-benchmark keys its shards
     in `out_dir` already hold."""
-    from collectors.fingerprint import collect_fingerprint
-    from collectors.storage import measured_microbench_keys, measured_row_ids
-
     hardware_id = collect_fingerprint(lambda: []).hardware_id  # the CPU host: no GPU query
     return hardware_id, measured_row_ids(out_dir, hardware_id), measured_microbench_keys(out_dir, hardware_id)
 
 
 def _supports(kind: str, gpu: GPUSpec) -> Callable[[str], bool]:
     """Which precisions the device runs: the collectors' CPU rule, or a datasheet peak."""
-    from collectors.device import PRECISION_DTYPES, CpuDevice
-
     if kind == "cpu":
         return CpuDevice().supports
     return lambda precision: PRECISION_DTYPES.get(precision, precision) in gpu.peak_tflops
@@ -282,10 +281,6 @@ def estimate_microbench_s(
 ) -> float:
     """Projected wall time of the micro-benchmark `plan` on `gpu` in s (see the module docstring);
     `skip` holds (bench, dtype, shape) keys already measured."""
-    from types import SimpleNamespace
-
-    from collectors.microbench import plan_items
-
     kind = "cpu" if gpu.vendor == "cpu" else "cuda"
     supports = _supports(kind, gpu)
     total = 0.0
@@ -311,6 +306,7 @@ def estimate_microbench_s(
 def plan_table(plan: ProfilePlan) -> Any:
     """The plan as a Rich table (one row per configuration; why a configuration is skipped in
     its fate cell) with the totals in its caption."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     counts = ", ".join(f"{n} {fate}" for fate, n in plan.counts().items())

@@ -21,8 +21,9 @@ import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collectors.configs import SliceConfig
 from collectors.microbench import MicrobenchPlan
+from perfmodel.errors import ConfigError
+from perfmodel.measure.configs import SliceConfig
 
 PROFILES = ("quick", "gpu", "full")
 
@@ -282,8 +283,6 @@ def full_gpu_configs() -> list[SliceConfig]:
 def build_profile(name: str, device_kind: str, supports: object = None) -> Profile:
     """The profile `name` for a device of `device_kind` ('cpu' or 'cuda'). `supports` (a
     callable precision -> bool, e.g. Device.supports) drops configurations the device cannot run."""
-    from perfmodel.errors import ConfigError
-
     if name not in PROFILES:
         raise ConfigError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}")
     if name == "quick":

@@ -24,6 +24,7 @@ class Reporter:
         if not self.enabled:
             yield self
             return
+        # rich: only output needs it (the CLI's cold start)
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from collectors.storage import list_shards, parse_shard_name, read_rows
+from perfmodel import paths
+from perfmodel.measure.storage import list_shards, parse_shard_name, read_rows
 
 
 def _table(header: list[str], rows: list[list[object]]) -> str:
@@ -17,8 +18,6 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 def summarize(out_dir: str | Path | None = None) -> str:
     """The summary of `out_dir` (default perfmodel.paths.raw_dir()). DataError on a damaged shard."""
-    from perfmodel import paths
-
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()
     parts: list[str] = []
     hosts = []

@@ -11,6 +11,8 @@ mlflow and lightgbm load only inside the functions that need them):
 The internal predictor over a resolved `Workload` is `perfmodel.prediction.predict`.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 _LAZY_API = {
@@ -26,7 +28,5 @@ __all__ = ["__version__", *_LAZY_API]
 
 def __getattr__(name: str) -> object:
     if name in _LAZY_API:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY_API[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

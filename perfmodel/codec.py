@@ -32,7 +32,9 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from perfmodel.catalog import get_gpu, get_measured_host
 from perfmodel.errors import DataError, quote
+from perfmodel.schema import BY_NAME
 from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, Workload
 
 MODEL_COLUMNS: dict[str, str] = {
@@ -149,8 +151,6 @@ def workload_to_row(w: Workload, **provenance: Any) -> dict[str, Any]:
     global batch, plus `provenance` (any other schema column: row_id, source, citation,
     source_kind, status, benchmark_kind, step_time_s, ...). run_group defaults to row_id.
     Raises DataError for a keyword that is not a schema column."""
-    from perfmodel.schema import BY_NAME
-
     unknown = sorted(set(provenance) - set(BY_NAME))
     if unknown:
         raise DataError(f"unknown feature-table columns {unknown}; the schema is perfmodel/schema.py")
@@ -238,8 +238,6 @@ def _convert(value: Any, type_name: str, column: str) -> Any:
 
 
 def _accelerator(row: Mapping[str, Any]) -> GPUSpec:
-    from perfmodel.catalog import get_gpu, get_measured_host
-
     name = str(row["gpu"])
     host = row.get("hardware_id")
     if name == "cpu" and not is_missing(host) and str(row.get("source_kind")) in MEASURED_SOURCE_KINDS:

@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel import paths
+from perfmodel.catalog import get_model, resolve_model_key
 from perfmodel.codec import REQUIRED_BY_ARCH, is_missing
-from perfmodel.errors import DataError
-from perfmodel.schema import COLUMN_NAMES, COLUMNS, SCHEMA_VERSION
+from perfmodel.errors import DataError, PerfModelError
+from perfmodel.schema import COLUMN_NAMES, COLUMNS, REQUIRED, SCHEMA_VERSION, conform, fill_run_defaults
 
 MAMF_FILE = "mamf_matmul.parquet"
 MICROBENCH_PREFIX = "microbench"
@@ -80,10 +82,9 @@ def build_features(
     public_dir: str | Path | None = None,
     out: str | Path | None = None,
 ) -> BuildResult:
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    from perfmodel import paths
-    from perfmodel.schema import conform, fill_run_defaults
 
     raw_dir = raw_dir or paths.raw_dir()
     public_dir = public_dir or paths.public_dir()
@@ -143,9 +144,9 @@ def _parquet_files(folder: str | Path) -> list[Path]:
 
 def _read_training(path: Path, skipped: dict[str, str]) -> Any:
     """The shard conformed to the training schema, or None (reason recorded in `skipped`)."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    from perfmodel.schema import REQUIRED, conform
 
     try:
         frame = pd.read_parquet(path)
@@ -165,9 +166,6 @@ def _read_training(path: Path, skipped: dict[str, str]) -> Any:
 
 def _catalog_dims(name: str) -> dict[str, Any] | None:
     """Dims of the catalog model `name` (None when it has no catalog key)."""
-    from perfmodel.catalog import get_model, resolve_model_key
-    from perfmodel.errors import PerfModelError
-
     try:
         key = resolve_model_key(name)
         if key is None:
@@ -184,6 +182,7 @@ def _catalog_dims(name: str) -> dict[str, Any] | None:
 
 def _fill_from_catalog(table: Any) -> tuple[Any, int]:
     """Fill empty dim columns from the catalog; returns (table, rows changed)."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     table = table.copy()

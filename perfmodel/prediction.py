@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,15 @@ from typing import Any
 from perfmodel import __version__
 from perfmodel.analytic import AnalyticEstimate, estimate
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
+from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
+from perfmodel.config.source import resolve_workload
 from perfmodel.errors import ConfigError
+from perfmodel.interval import Interval, floored
 from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
-from perfmodel.learn.shipped import Correction, Corrector, load_shipped_model
+from perfmodel.learn.registry import registered_model_dir
+from perfmodel.learn.shipped import Correction, Corrector, learned_step_interval, load_shipped_model
 from perfmodel.paths import model_dir as default_model_dir
+from perfmodel.request import RunRequest
 from perfmodel.workload import Workload
 
 WARNING_PREFIX = "warning: "
@@ -36,27 +40,6 @@ MEMORY_INTERVAL = (0.70, 1.50)
 """Peak-memory interval as multiples of the analytic estimate. Set from the spread of 30 published
 peak-memory measurements (`perfmodel memcheck`: median absolute error ~29%, p90 ~46%, caching
 allocators reserve more than tensors need), so its coverage on them is in-sample; see README."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Interval:
-    """A predicted value with its interval at the prediction's confidence level."""
-
-    estimate: float
-    low: float
-    high: float
-
-    def scaled(self, factor: float) -> Interval:
-        return Interval(estimate=self.estimate * factor, low=self.low * factor, high=self.high * factor)
-
-    def inverted(self, numerator: float) -> Interval:
-        """numerator / self (a rate from a time): low and high swap."""
-        return Interval(
-            estimate=numerator / self.estimate, low=numerator / self.high, high=numerator / self.low
-        )
-
-    def as_dict(self) -> dict[str, float]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,8 +68,8 @@ class PredictedRun:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     cost_usd: Interval | None = None
     """Cost of the run in USD: gpu_hours x price per GPU-hour; None when no price is known."""
-    price: Any = None
-    """The price per GPU-hour used (`perfmodel.decide.cost.PriceQuote`), or None."""
+    price: PriceQuote | None = None
+    """The price per GPU-hour used, or None."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable `predict --json` contract of DESIGN.md (extended with extra keys)."""
@@ -178,6 +161,23 @@ def predict(
     return predict_many([workload], confidence=confidence, model_dir=model_dir, use_learned=use_learned)[0]
 
 
+def predictor_options(request: RunRequest) -> dict[str, Any]:
+    """The predictor's keywords for a request: `confidence`, `model_dir` (a `model_uri` looked up
+    in the registry, `perfmodel.learn.registry`) and `use_learned`."""
+    model_dir = request.model_dir
+    if request.model_uri is not None:
+        if model_dir is not None:
+            raise ConfigError("give --model-dir or --model-uri, not both")
+        model_dir = registered_model_dir(request.model_uri)
+    return {"confidence": request.confidence, "model_dir": model_dir, "use_learned": request.use_learned}
+
+
+def predict_request(request: RunRequest) -> PredictedRun:
+    """Predict a run request: its Workload (`perfmodel.config.resolve_workload`) with its
+    predictor options."""
+    return predict(resolve_workload(request), **predictor_options(request))
+
+
 def predict_many(
     workloads: Sequence[Workload],
     *,
@@ -198,27 +198,6 @@ def predict_many(
         _assemble(w, est, corr, learned, confidence, missing)
         for w, est, corr in zip(workloads, estimates, corrections, strict=True)
     ]
-
-
-def floored(step: Interval, floor_s: float) -> tuple[Interval, bool]:
-    """`step` never faster than the roofline floor (physics: no step beats the hardware's peak
-    FLOPs and bandwidth, so throughput and MFU are capped); True when the estimate itself moved."""
-    if step.low >= floor_s:
-        return step, False
-    moved = step.estimate < floor_s
-    return Interval(estimate=max(step.estimate, floor_s), low=floor_s, high=max(step.high, floor_s)), moved
-
-
-def learned_step_interval(
-    est: AnalyticEstimate, log_ratio: float, log_low: float, log_high: float
-) -> tuple[Interval, bool]:
-    """Step time from the learned log ratio and its interval, floored (see `floored`)."""
-    step = Interval(
-        estimate=est.t_bound_s * math.exp(log_ratio),
-        low=est.t_bound_s * math.exp(log_low),
-        high=est.t_bound_s * math.exp(log_high),
-    )
-    return floored(step, est.t_roofline_s)
 
 
 def _step_interval(est: AnalyticEstimate, corr: Correction | None, missing: str) -> tuple[Interval, list[str]]:
@@ -268,8 +247,6 @@ def _assemble(
     total = Interval(estimate=total_estimate, low=total_low, high=total_high)  # with the start-up's interval
     gpus = workload.parallel.num_gpus
     gpu_hours = total.scaled(gpus / 3600.0)
-    from perfmodel.decide.cost import no_price_warning, price_for
-
     price = price_for(workload)
     if price is None:
         warnings.append(no_price_warning(workload))

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.errors import DataError
+
 SCHEMA_VERSION = "2"
 """Bumped when a column is added, removed or changes meaning (2: the workload fields head_dim,
 tied_embeddings, learned_pos_embeddings, fused_cross_entropy, attention_kernel, torch_compile,
@@ -188,6 +190,7 @@ KERNEL_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in KERNEL_COLUMNS)
 
 def empty_frame(columns: tuple[Column, ...] = COLUMNS) -> Any:
     """An empty DataFrame with the schema's columns and dtypes."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in columns})
@@ -199,9 +202,9 @@ def conform(frame: Any, columns: tuple[Column, ...] = COLUMNS) -> Any:
     Missing optional columns are added empty; unknown columns raise DataError; rows with a
     missing required value raise DataError naming the column.
     """
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    from perfmodel.errors import DataError
 
     names = [c.name for c in columns]
     unknown = sorted(set(frame.columns) - set(names))

@@ -16,7 +16,6 @@ and models rather than on GenAI traces.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perfmodel.errors import PerfModelError
+from perfmodel.learn.lean_import import import_mlflow
 
 EXPERIMENT = "perfmodel"
 REGISTERED_MODEL = "perfmodel-throughput"
@@ -34,7 +34,6 @@ EXPERIMENT_KIND = "custom_model_development"
 """MLflow 3 experiment kind of classic model training (the UI's "Model training" view)."""
 DESCRIPTION_TAG = "mlflow.note.content"
 """The run (or experiment) description shown in the MLflow UI."""
-TELEMETRY_SWITCH = "MLFLOW_DISABLE_TELEMETRY"
 REACHABILITY_TIMEOUT_S = 5.0
 """How long `check` waits for a tracking server to answer."""
 
@@ -48,19 +47,6 @@ def default_tracking_uri() -> str:
     from perfmodel.paths import tracking_uri
 
     return tracking_uri()
-
-
-def import_mlflow() -> Any:
-    """`import mlflow`, with its usage telemetry off unless the user asked for it, without download
-    progress bars, and without the "View run ... at: URL" line MLflow prints on stdout when a run
-    ends on a tracking server (stdout carries `--json` results). Each is a default the user's
-    environment overrides."""
-    os.environ.setdefault(TELEMETRY_SWITCH, "true")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars on stderr
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout is for results (--json)
-    import mlflow
-
-    return mlflow
 
 
 def artifact_root_for(uri: str) -> str | None:

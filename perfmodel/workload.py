@@ -391,7 +391,7 @@ class ParallelSpec:
     """Optimizer state (and for zero3 parameters) offloaded to host memory."""
     price_per_gpu_hour: float | None = None
     """On-demand price of one accelerator for one hour, in USD; None: the default price of
-    perfmodel/catalog/prices.yaml (`perfmodel.decide.cost`)."""
+    perfmodel/catalog/prices.yaml (`perfmodel.catalog.prices`)."""
 
     def __post_init__(self) -> None:
         _check_fields(self, "hardware")

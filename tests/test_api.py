@@ -51,12 +51,7 @@ def test_every_form_of_a_config_predicts_what_the_cli_prints(form, capsys):
         capsys,
         "--config",
         str(EXAMPLE),
-        "--gpu",
-        "H100-SXM",
-        "--num-gpus",
-        "2",
-        "--set",
-        "training.micro_batch_size=4",
+        *"--gpu H100-SXM --num-gpus 2 --set training.micro_batch_size=4".split(),
     )
     got = predict_document(config, gpu="H100-SXM", num_gpus=2, set={"training.micro_batch_size": 4})
     assert json.loads(json.dumps(got)) == expected

@@ -202,7 +202,7 @@ def _no_hangs_and_no_hf_cache(
 def _warm() -> None:
     """Import what `predict` imports before timing anything (a cold import is not a hang)."""
     import perfmodel.config  # noqa: F401
-    from perfmodel.config.safe_yaml import load_yaml_text
+    from perfmodel.safe_yaml import load_yaml_text
 
     load_yaml_text("a: 1", source="warm-up")
 

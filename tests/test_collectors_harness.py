@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 import torch
 
-from collectors import storage
-from collectors.configs import SliceConfig, make_row_id, transformer_params
-from collectors.fingerprint import GpuInfo, collect_fingerprint, gpu_catalog_key
 from collectors.harness import run_profile
 from collectors.profiles import Profile, build_profile
-from collectors.slices import PreparedSlice, prepare_slice
 from collectors.summary import summarize
 from perfmodel.errors import ConfigError
+from perfmodel.measure import storage
+from perfmodel.measure.configs import SliceConfig, make_row_id, transformer_params
+from perfmodel.measure.fingerprint import GpuInfo, collect_fingerprint, gpu_catalog_key
+from perfmodel.measure.slices import PreparedSlice, prepare_slice
 from perfmodel.schema import COLUMNS, conform
 
 
@@ -323,7 +323,7 @@ def test_gpu_profile_refuses_a_cpu():
 
 
 def test_quick_profile_covers_kinds_precisions_and_options():
-    from collectors.device import CpuDevice
+    from perfmodel.measure.device import CpuDevice
 
     configs = build_profile("quick", "cpu", CpuDevice().supports).configs
     assert {c.kind for c in configs} == {"llama", "bert", "resnet", "mlp", "lightgbm"}
@@ -387,8 +387,8 @@ def test_gpu_profile_runs_on_a_fake_gpu(fp, tmp_path):
 
 
 def test_microbench_rows_are_measured_once(tmp_path):
-    from collectors.device import CpuDevice
     from collectors.microbench import MicrobenchPlan
+    from perfmodel.measure.device import CpuDevice
 
     cpu_fp = collect_fingerprint(lambda: [])
     plan = MicrobenchPlan(

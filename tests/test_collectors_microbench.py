@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from collectors.device import CpuDevice
-from collectors.fingerprint import GpuInfo, collect_fingerprint
 from collectors.microbench import MicrobenchPlan, plan_items, run_microbench
+from perfmodel.measure.device import CpuDevice
+from perfmodel.measure.fingerprint import GpuInfo, collect_fingerprint
 from perfmodel.schema import MICROBENCH_COLUMNS, conform
 
 PLAN = MicrobenchPlan(matmul_sizes=(64,), matmul_dtypes=("fp32", "bf16", "fp16"), copy_mb=(1,),

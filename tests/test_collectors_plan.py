@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from collectors import plan as plan_mod
-from collectors.configs import SliceConfig
 from collectors.microbench import MicrobenchPlan
 from collectors.profiles import Profile, bert, build_profile, gpu_microbench, llama, mlp, resnet
 from perfmodel.catalog import get_gpu
 from perfmodel.errors import ConfigError
+from perfmodel.measure.configs import SliceConfig
 from tests.test_collectors_cli import run
 
 
@@ -34,7 +34,6 @@ def _plan_of(
 
 def _fixed_predictions(monkeypatch: pytest.MonkeyPatch, step_s: float = 0.5, high_s: float = 0.6) -> None:
     """Every configuration is predicted at `step_s` per step (interval up to `high_s`), fitting."""
-    import perfmodel.prediction
 
     def predict(workload, model_dir=None):
         return SimpleNamespace(
@@ -44,7 +43,7 @@ def _fixed_predictions(monkeypatch: pytest.MonkeyPatch, step_s: float = 0.5, hig
             fits_in_memory=True,
         )
 
-    monkeypatch.setattr(perfmodel.prediction, "predict", predict)
+    monkeypatch.setattr(plan_mod, "predict", predict)
 
 
 def _tiny(i: int, **kw: object) -> SliceConfig:
@@ -144,7 +143,7 @@ def test_memory_fates_only_worsen_as_the_micro_batch_grows(monkeypatch):
 
 def test_cnn_and_mlp_facts_on_the_meta_device_match_the_built_model():
     torch = pytest.importorskip("torch")
-    from collectors import models
+    from perfmodel.measure import models
 
     for config in (
         resnet(16, (1, 1, 1, 1), False, 64, classes=10, micro_batch_size=2),
@@ -214,9 +213,9 @@ def test_precisions_the_device_lacks_are_dropped_from_the_plan():
 
 
 def test_a_resumed_cpu_collection_skips_what_this_host_measured(tmp_path):
-    from collectors.fingerprint import collect_fingerprint
-    from collectors.slices import Measurement, slice_row
-    from collectors.storage import ShardWriter
+    from perfmodel.measure.fingerprint import collect_fingerprint
+    from perfmodel.measure.slices import Measurement, slice_row
+    from perfmodel.measure.storage import ShardWriter
 
     fingerprint = collect_fingerprint(lambda: [])
     first = build_profile("quick", "cpu").configs[0]

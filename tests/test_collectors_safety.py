@@ -28,7 +28,7 @@ FLUSH_EVERY = 3
 
 
 def fake_config(i: int):
-    from collectors.configs import SliceConfig
+    from perfmodel.measure.configs import SliceConfig
 
     return SliceConfig(
         kind="llama",
@@ -46,8 +46,9 @@ def fake_config(i: int):
 
 def _fake_collector(argv: list[str]) -> int:
     sys.modules["torch"] = None  # type: ignore[assignment] # a host without torch: no 4 s import
-    from collectors import fingerprint, harness, slices
+    from collectors import harness
     from collectors.profiles import Profile
+    from perfmodel.measure import fingerprint, slices
 
     lo, hi = (int(x) for x in argv[0].split(":"))
     step_s, gate_at = float(argv[1]), int(argv[2])
@@ -82,9 +83,9 @@ if __name__ == "__main__":
 import pandas as pd  # noqa: E402 - the script above needs none of this
 import pytest  # noqa: E402
 
-from collectors import storage  # noqa: E402
-from collectors.configs import make_row_id  # noqa: E402
 from collectors.lock import HOLDER_NAME  # noqa: E402
+from perfmodel.measure import storage  # noqa: E402
+from perfmodel.measure.configs import make_row_id  # noqa: E402
 
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
@@ -123,7 +124,7 @@ def stored_rows(out: Path) -> pd.DataFrame:
 
 
 def hardware_id() -> str:
-    from collectors.fingerprint import collect_fingerprint
+    from perfmodel.measure.fingerprint import collect_fingerprint
 
     return collect_fingerprint(lambda: []).hardware_id
 
@@ -186,9 +187,9 @@ def test_shard_writes_from_two_processes_at_once_never_overwrite_each_other(tmp_
 import sys, time
 sys.modules["torch"] = None
 sys.path.insert(0, {str(ROOT)!r})
-from collectors.fingerprint import collect_fingerprint
-from collectors.slices import Measurement, slice_row
-from collectors.storage import write_shard
+from perfmodel.measure.fingerprint import collect_fingerprint
+from perfmodel.measure.slices import Measurement, slice_row
+from perfmodel.measure.storage import write_shard
 from tests.test_collectors_safety import fake_config
 who, t0 = int(sys.argv[1]), float(sys.argv[2])
 fp = collect_fingerprint(lambda: [])

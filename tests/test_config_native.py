@@ -394,7 +394,7 @@ def test_the_config_reference_lists_every_key_the_loader_accepts():
 def test_an_override_value_reads_as_the_yaml_loader_reads_it(raw):
     """`--set` values skip the YAML loader when plain (an integer, a word); the answer is the same."""
     from perfmodel.config.overrides import parse_override
-    from perfmodel.config.safe_yaml import load_yaml_text
+    from perfmodel.safe_yaml import load_yaml_text
 
     _, value = parse_override(f"training.x={raw}")
     expected = load_yaml_text(raw, source="test")

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from perfmodel.config import load_workload
+from perfmodel.config.source import set_dotted
 from perfmodel.decide.advise import advise
-from perfmodel.decide.source import set_dotted
 from perfmodel.errors import CatalogError, ConfigError
 from perfmodel.prediction import predict
 

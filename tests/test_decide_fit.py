@@ -13,7 +13,7 @@ import pytest
 
 from perfmodel.analytic.memory import estimate_memory
 from perfmodel.catalog import get_gpu, get_model
-from perfmodel.config import load_workload
+from perfmodel.config import ConfigSource
 from perfmodel.decide.fit import fewest_gpus, largest_divisor_that_fits, largest_micro_batch, suggest_fits
 from perfmodel.prediction import predict
 from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
@@ -188,13 +188,10 @@ def test_predict_json_carries_fit_suggestions(tmp_path):
 
 
 def test_ludwig_suggestions_are_written_in_ludwig_keys():
-    w = load_workload(
-        ROOT / "examples" / "ludwig-llama2-7b-qlora.yaml",
-        tokens=1e8,
-        gpu="T4",
-        overrides=["training.seq_len=2048"],
+    source = ConfigSource.load(
+        ROOT / "examples" / "ludwig-llama2-7b-qlora.yaml", tokens=1e8, gpu="T4", overrides=["training.seq_len=2048"]
     )
-    report = suggest_fits(w, config=ROOT / "examples" / "ludwig-llama2-7b-qlora.yaml")
+    report = suggest_fits(source.base(), source=source)
     assert report.suggestions
     for s in report.suggestions:
         data = s.to_json()

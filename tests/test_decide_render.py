@@ -46,7 +46,7 @@ def sweep():
 
 
 def test_sweep_rows_show_peak_memory_with_its_interval_on_a_wide_terminal(sweep):
-    from perfmodel.decide.render import render_sweep
+    from perfmodel.cli.render_decide import render_sweep
 
     con = console(200)
     render_sweep(sweep, con)
@@ -60,7 +60,7 @@ def test_sweep_rows_show_peak_memory_with_its_interval_on_a_wide_terminal(sweep)
 
 
 def test_sweep_at_80_columns_puts_the_memory_interval_below_its_estimate(sweep):
-    from perfmodel.decide.render import render_sweep
+    from perfmodel.cli.render_decide import render_sweep
 
     con = console(80)
     render_sweep(sweep, con)
@@ -78,7 +78,7 @@ def test_sweep_at_80_columns_puts_the_memory_interval_below_its_estimate(sweep):
 
 def test_compare_shows_each_runs_memory_interval_and_marks_oom_once_per_run():
     import perfmodel
-    from perfmodel.decide.render import render_compare
+    from perfmodel.cli.render_decide import render_compare
 
     result = perfmodel.compare(
         [EXAMPLE],
@@ -105,7 +105,7 @@ def test_compare_shows_each_runs_memory_interval_and_marks_oom_once_per_run():
 
 def test_advise_options_show_peak_memory_with_its_interval_and_no_field_is_split():
     import perfmodel
-    from perfmodel.decide.render import render_advice
+    from perfmodel.cli.render_decide import render_advice
 
     result = perfmodel.advise(EXAMPLE, deadline_s=24 * 3600, max_gpus=2, top=2)
     options = [*result.by_time, *result.by_cost]

@@ -14,8 +14,8 @@ import yaml
 
 from perfmodel.catalog import get_gpu
 from perfmodel.config import load_workload
+from perfmodel.config.source import ConfigSource
 from perfmodel.decide.plot import plot_sweep
-from perfmodel.decide.source import ConfigSource
 from perfmodel.decide.sweep import parse_vary, sweep
 from perfmodel.errors import ConfigError
 from perfmodel.prediction import predict

@@ -34,7 +34,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
     from collectors.fleet import TaskHooks
 
     def no_torch() -> None:
-        from collectors import slices
+        from perfmodel.measure import slices
 
         sys.modules["torch"] = None  # type: ignore[assignment] # the fake path needs no 4 s import
         slices.fp32_matmul_mode = lambda precision: contextlib.nullcontext()
@@ -42,7 +42,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
     def fingerprint():
         import dataclasses
 
-        from collectors.fingerprint import collect_fingerprint, make_hardware_id
+        from perfmodel.measure.fingerprint import collect_fingerprint, make_hardware_id
 
         no_torch()
         tag = os.environ["PERFMODEL_TEST_NODE"]
@@ -50,7 +50,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
         return dataclasses.replace(real, hardware_id=make_hardware_id({"node": tag}, f"cpu-{tag}"))
 
     def configs():  # tests/test_collectors_safety.py's fake_config, which the nodes cannot import
-        from collectors.configs import SliceConfig
+        from perfmodel.measure.configs import SliceConfig
 
         return tuple(
             SliceConfig(
@@ -74,7 +74,7 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
         return Profile(name=name, configs=configs(), microbench=None, budget_s=120.0, flush_every=100)
 
     def prepare(config, device):
-        from collectors import slices
+        from perfmodel.measure import slices
 
         tag = os.environ["PERFMODEL_TEST_NODE"]
         reached = Path(gate + ".reached")
@@ -98,7 +98,8 @@ def make_hooks(n_configs: int, gate: str = "", gate_node: str = "", gate_at: int
 
 
 def _fake_driver(argv: list[str]) -> int:
-    from collectors import fleet, plan
+    from collectors import plan
+    from collectors.fleet import tasks
 
     hooks = make_hooks(
         int(argv[0]),
@@ -106,7 +107,7 @@ def _fake_driver(argv: list[str]) -> int:
         gate_node=os.environ.get("FLEET_GATE_NODE", ""),
         gate_at=int(os.environ.get("FLEET_GATE_AT", "-1")),
     )
-    fleet.DEFAULT_HOOKS = hooks
+    tasks.DEFAULT_HOOKS = hooks
     plan.build_profile = hooks.build_profile  # --plan projects the same fake profile
     from collectors.__main__ import main
 
@@ -123,9 +124,9 @@ import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
 
-from collectors import storage  # noqa: E402
-from collectors.fingerprint import Fingerprint  # noqa: E402
 from collectors.fleet import FleetNode, group_targets  # noqa: E402
+from perfmodel.measure import storage  # noqa: E402
+from perfmodel.measure.fingerprint import Fingerprint  # noqa: E402
 
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
@@ -403,7 +404,7 @@ def test_the_real_quick_profile_measures_on_the_cluster_and_a_rerun_resumes(clus
     measures into its own shard is checked above with per-node hardware ids
     (test_each_node_measures_into_its_own_shard_and_a_rerun_measures_only_what_is_new): real
     fingerprints cannot differ between two nodes of one machine."""
-    from collectors.fingerprint import collect_fingerprint
+    from perfmodel.measure.fingerprint import collect_fingerprint
 
     real = collect_fingerprint()  # this machine's real fingerprint, found here, not on the nodes
     out = tmp_path / "raw"

@@ -28,15 +28,15 @@ def raw(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PERFMODEL_DATASETS", str(tmp_path / "datasets"))
     # the catalog remembers each folder's fingerprints for the process; this one gets one later
-    hardware._fingerprints.cache_clear()
+    hardware.forget_measured_hosts()
     yield tmp_path / "datasets" / "raw"
-    hardware._fingerprints.cache_clear()
+    hardware.forget_measured_hosts()
 
 
 def hardware_cache_clear() -> None:
     from perfmodel.catalog import hardware
 
-    hardware._fingerprints.cache_clear()
+    hardware.forget_measured_hosts()
 
 
 def timed_run(

@@ -257,7 +257,7 @@ def _table(gpus: list[GPUSpec], works: list[W.KernelWork]) -> pd.DataFrame:
 
 
 def test_the_fit_recovers_the_efficiencies_of_a_held_out_synthetic_accelerator() -> None:
-    from perfmodel.kernels.efficiency import fit_efficiency
+    from perfmodel.kernels.fitting import fit_efficiency
 
     gpus, works = _synthetic_gpus(), _synthetic_works()
     with use_extra_gpus(gpus):

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfmodel.cli.render_eval import evaluation_markdown
 from perfmodel.errors import ConfigError
 from perfmodel.learn.evaluate import EvalConfig, evaluate_all, evaluate_holdout, make_folds
 from perfmodel.learn.metrics import ape_pct, error_metrics, interval_metrics
 from perfmodel.learn.regressor import LGBMConfig
+from perfmodel.learn.report import evaluation_markdown
 from perfmodel.learn.spread import headline_spread, seed_spread, spread_summary
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
 

@@ -181,8 +181,8 @@ class FakeClock:
 
 
 def fake_prepare(clock: FakeClock, step_s: float, interrupt_at: int | None = None):
-    from collectors.device import CpuDevice
-    from collectors.slices import PreparedSlice
+    from perfmodel.measure.device import CpuDevice
+    from perfmodel.measure.slices import PreparedSlice
 
     calls = {"n": 0}
 

@@ -293,7 +293,7 @@ def test_breakdown_and_regime_tables_fit_80_columns():
 
 def test_sweep_reads_at_80_columns():
     import perfmodel
-    from perfmodel.decide.render import render_sweep
+    from perfmodel.cli.render_decide import render_sweep
 
     result = perfmodel.sweep(
         EXAMPLE, {"hardware.gpu": ["A100-80GB", "H100-SXM"], "training.micro_batch_size": [4, 16]}
@@ -314,7 +314,7 @@ def test_sweep_reads_at_80_columns():
 
 def test_compare_and_advise_read_at_80_columns():
     import perfmodel
-    from perfmodel.decide.render import render_advice, render_compare
+    from perfmodel.cli.render_decide import render_advice, render_compare
 
     con = console(80)
     render_compare(perfmodel.compare([EXAMPLE], variants=["hardware.gpu=H100-SXM"]), con)

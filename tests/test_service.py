@@ -65,19 +65,8 @@ def error_of(response) -> str:
 
 
 def test_predict_answers_what_the_cli_prints(client, capsys):
-    expected = cli_json(
-        capsys,
-        "--config",
-        str(EXAMPLE),
-        "--gpu",
-        "H100-SXM",
-        "--num-gpus",
-        "2",
-        "--set",
-        "training.micro_batch_size=4",
-        "--tokens",
-        "2e9",
-    )
+    flags = "--gpu H100-SXM --num-gpus 2 --set training.micro_batch_size=4 --tokens 2e9"
+    expected = cli_json(capsys, "--config", str(EXAMPLE), *flags.split())
     response = client.post(
         "/v1/predict",
         json={

@@ -7,7 +7,7 @@ shards in its output folder.
 
 1. Connect (`ray.init(address=...)`) and list the live nodes (`ray.nodes()`: CPUs, GPUs, Ray's
    `accelerator_type:*` resource).
-2. Fingerprint each node (collectors.fingerprint) with a tiny task holding the same resources as
+2. Fingerprint each node (perfmodel.measure.fingerprint) with a tiny task holding the same resources as
    its measuring task will (the node's CPUs, plus one GPU on a GPU node), so both see the same
    devices and agree on the hardware id.
 3. Group into targets: `--per gpu-type`, one per accelerator type (the catalog key; a CPU host's

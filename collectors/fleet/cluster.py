@@ -7,12 +7,18 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from perfmodel.errors import ConfigError, PerfModelError
 
-if TYPE_CHECKING:
-    from collectors.fleet.nodes import FleetNode
+
+class PinnableNode(Protocol):
+    """What `pinned` needs of a node (`collectors.fleet.nodes.FleetNode`)."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    def task_resources(self) -> dict[str, Any]: ...
 
 
 class FleetError(PerfModelError, RuntimeError):
@@ -56,7 +62,7 @@ def live_node_entries(ray: Any) -> list[dict[str, Any]]:
     return [e for e in ray.nodes() if e.get("Alive")]
 
 
-def pinned(node: FleetNode) -> dict[str, Any]:
+def pinned(node: PinnableNode) -> dict[str, Any]:
     """Task options: the node's task resources, on that node only, never retried by Ray."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

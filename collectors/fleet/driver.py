@@ -36,8 +36,8 @@ def collect_fleet(
     `budget_s` applies to each task. Another collector on the folder: CollectorBusy (or wait)."""
     from collectors.interrupts import signal_name, signals_as_interrupt
     from collectors.lock import ensure_output_dir, hold_output_dir
-    from collectors.storage import set_aside_damaged
     from perfmodel import paths
+    from perfmodel.measure.storage import set_aside_damaged
 
     budget = validate(profile, per, budget_s)
     if max_retries < 0:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.fingerprint import Fingerprint
 from collectors.fleet.cluster import (
     FleetError,
     cancel_quietly,
@@ -19,7 +18,11 @@ from collectors.fleet.cluster import (
     pinned,
 )
 from collectors.fleet.tasks import TaskHooks, fingerprint_task
+from collectors.harness import validate_budget_s
+from collectors.profiles import PROFILES
 from perfmodel.errors import ConfigError
+from perfmodel.measure.fingerprint import Fingerprint
+from perfmodel.measure.storage import measured_microbench_keys, measured_row_ids
 
 PER = ("gpu-type", "node")
 """What one task stands for: an accelerator type, or a distinct node (hardware id)."""
@@ -106,9 +109,6 @@ def check_per(per: str) -> None:
 
 def validate(profile: str, per: str, budget_s: float | None) -> float | None:
     """Check a fleet run's profile, --per and budget; the budget in s (None: the profile's)."""
-    from collectors.harness import validate_budget_s
-    from collectors.profiles import PROFILES
-
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     check_per(per)
@@ -161,8 +161,6 @@ def discover_nodes(
 
 def measured(out: Path, hardware_id: str) -> tuple[set[str], set[tuple[str, str, str]]]:
     """Row ids and micro-benchmark keys `hardware_id` already has in the folder `out`."""
-    from collectors.storage import measured_microbench_keys, measured_row_ids
-
     return measured_row_ids(out, hardware_id), measured_microbench_keys(out, hardware_id)
 
 
@@ -171,8 +169,6 @@ def select_targets(
 ) -> tuple[list[FleetTarget], list[str]]:
     """The targets of the cluster, and one line per node left out (no fingerprint; no GPU for
     the gpu profile)."""
-    from collectors.storage import measured_row_ids
-
     nodes = discover_nodes(ray, hooks)
     left_out = [f"{n.label}: {n.error}" for n in nodes if n.fingerprint is None]
     if profile == "gpu":

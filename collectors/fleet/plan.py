@@ -30,7 +30,7 @@ class TargetPlan:
     plan: Any = None
     """collectors.plan.ProfilePlan (None when it cannot be projected: see `note`)."""
     usd_per_gpu_hour: float | None = None
-    """Default list price of the accelerator (perfmodel.decide.cost), None for a CPU or an
+    """Default list price of the accelerator (perfmodel.catalog.prices), None for a CPU or an
     unpriced accelerator."""
     note: str = ""
     """Why there is no projection, or what it assumes."""
@@ -121,7 +121,7 @@ def plan_fleet(
     nodes' fingerprint tasks run."""
     from collectors.plan import plan_profile
     from perfmodel import paths
-    from perfmodel.decide.cost import default_price
+    from perfmodel.catalog.prices import default_price
 
     budget = validate(profile, per, budget_s)
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()

@@ -14,6 +14,8 @@ from collectors.fleet.nodes import FINGERPRINT_TIMEOUT_S, FleetNode, FleetTarget
 from collectors.fleet.progress import FleetProgress
 from collectors.fleet.results import TargetOutcome
 from collectors.fleet.tasks import NodeJob, TaskHooks, measure_on_node
+from perfmodel.measure.storage import MICROBENCH_PREFIX, ShardWriter, write_fingerprint
+from perfmodel.schema import MICROBENCH_COLUMNS
 
 OVERRUN_GRACE_S = 300.0
 """A task still running this long after its budget (s) is cancelled: imports, CUDA start-up and
@@ -68,9 +70,6 @@ class FleetDriver:
     # --- writing ---------------------------------------------------------------------------
 
     def _writer(self, kind: str, hardware_id: str) -> Any:
-        from collectors.storage import MICROBENCH_PREFIX, ShardWriter
-        from perfmodel.schema import MICROBENCH_COLUMNS
-
         key = (kind, hardware_id)
         if key not in self.writers:
             if kind == "microbench":
@@ -144,7 +143,6 @@ class FleetDriver:
         kind = event["event"]
         if kind == "start":
             fp = event["fingerprint"]
-            from collectors.storage import write_fingerprint
 
             write_fingerprint(self.out, fp)
             task.started, task.flush_every = True, int(event["flush_every"])

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.fingerprint import Fingerprint
 from collectors.fleet.cluster import FleetError
+from collectors.harness import run_profile
+from collectors.profiles import build_profile
+from perfmodel.measure.configs import make_row_id
+from perfmodel.measure.device import make_device
+from perfmodel.measure.fingerprint import Fingerprint, collect_fingerprint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,29 +26,25 @@ class TaskHooks:
     fingerprints; shipped to the nodes with the task). None: the real one."""
 
     fingerprint: Callable[[], Fingerprint] | None = None
-    """Fingerprints the node (default collectors.fingerprint.collect_fingerprint)."""
+    """Fingerprints the node (default perfmodel.measure.fingerprint.collect_fingerprint)."""
     build_profile: Callable[..., Any] | None = None
     """(name, device kind, supports) -> Profile (default collectors.profiles.build_profile)."""
     prepare: Callable[..., Any] | None = None
-    """(config, device) -> PreparedSlice (default collectors.slices.prepare_slice)."""
+    """(config, device) -> PreparedSlice (default perfmodel.measure.slices.prepare_slice)."""
 
 
 DEFAULT_HOOKS = TaskHooks()
-"""The hooks `collect_fleet` and `plan_fleet` ship when given none (read as
-collectors.fleet.DEFAULT_HOOKS when they run, so a test driver may replace it there)."""
+"""The hooks `collect_fleet` and `plan_fleet` ship when given none (read here when they run, so a
+test driver may replace `collectors.fleet.tasks.DEFAULT_HOOKS`)."""
 
 
 def hooks_or_default(hooks: TaskHooks | None) -> TaskHooks:
-    """`hooks`, or collectors.fleet.DEFAULT_HOOKS as it is now."""
-    from collectors import fleet
-
-    return hooks or fleet.DEFAULT_HOOKS
+    """`hooks`, or this module's DEFAULT_HOOKS as it is now."""
+    return hooks or DEFAULT_HOOKS
 
 
 def fingerprint_task(hooks: TaskHooks) -> Fingerprint:
     """The body of a node's fingerprint task."""
-    from collectors.fingerprint import collect_fingerprint
-
     return (hooks.fingerprint or collect_fingerprint)()
 
 
@@ -71,11 +71,6 @@ def measure_on_node(job: NodeJob) -> Iterator[dict[str, Any]]:
     harness (collectors.harness.run_profile) into a scratch folder, and yield events as it goes:
     {'event': 'start', ...}, one {'event': 'row', 'kind': 'slice' | 'microbench', 'row'} per
     measured row, and last {'event': 'done', 'result'} (a CollectResult as a dict)."""
-    from collectors.configs import make_row_id
-    from collectors.device import make_device
-    from collectors.harness import run_profile
-    from collectors.profiles import build_profile
-
     hooks = job.hooks
     fingerprint = fingerprint_task(hooks)
     if fingerprint.hardware_id != job.hardware_id:

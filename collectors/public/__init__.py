@@ -51,6 +51,9 @@ from collectors.public.timm import import_timm_benchmark_train
 from collectors.public.torchao import import_torchao_readme_benchmarks
 from collectors.public.torchtitan import import_torchtitan_benchmarks
 from collectors.public.unsloth import import_unsloth_readme_benchmarks
+from perfmodel.errors import DataError
+from perfmodel.paths import public_dir as default_out
+from perfmodel.paths import shared_public_data_dir
 
 __all__ = ["IMPORTERS", "ImportResult", "import_all", "write_public", "default_public_dir"]
 
@@ -89,16 +92,12 @@ MAMF_SOURCE = "ml_engineering_mamf_matmul"
 def default_public_dir() -> Path:
     """The third-party tables to import: `perfmodel.paths.shared_public_data_dir()`
     ($PERFMODEL_PUBLIC_DATA, else <project root>/../shared/data/public)."""
-    from perfmodel.paths import shared_public_data_dir
-
     return shared_public_data_dir()
 
 
 def import_all(public_dir: str | Path) -> dict[str, ImportResult]:
     """Run every importer whose file is in `public_dir` (files without an importer are reported
     by `write_public` as unknown)."""
-    from perfmodel.errors import DataError
-
     folder = Path(public_dir)
     if not folder.is_dir():
         raise DataError(f"public data folder {folder} not found; pass --public-dir PATH")
@@ -116,8 +115,6 @@ def write_public(public_dir: str | Path, out_dir: str | Path | None = None) -> d
     """Import everything, write <source>.parquet per source with rows, mamf_matmul.parquet and
     IMPORT_REPORT.md into `out_dir` (default `perfmodel.paths.public_dir()`); return the summary
     that the report shows."""
-    from perfmodel.paths import public_dir as default_out
-
     folder = Path(public_dir)
     out = Path(out_dir) if out_dir is not None else default_out()
     out.mkdir(parents=True, exist_ok=True)

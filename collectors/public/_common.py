@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from perfmodel import __version__
+from perfmodel.catalog import get_gpu
 from perfmodel.schema import conform
 
 _MISSING = {"", "n/a", "na", "none", "nan", "-", "--", "–", "—", "null", "not stated"}
@@ -208,8 +209,6 @@ def training_row(
     model = ModelRef(*model)
     num_nodes = layout.num_nodes
     if num_nodes is AUTO:
-        from perfmodel.catalog import get_gpu
-
         num_nodes = get_gpu(layout.gpu).servers_for(layout.num_gpus)
     gbs = batch.global_batch_size
     if samples_per_s is AUTO:

@@ -79,6 +79,9 @@ from collectors.public._common import (
     parse_number,
     read_csv,
 )
+from perfmodel.analytic.flops import compute_step_flops
+from perfmodel.catalog import get_model, resolve_model_key
+from perfmodel.codec import is_missing, model_columns, workload_from_row
 
 REPO = "NVIDIA/DeepLearningExamples"
 
@@ -280,10 +283,6 @@ def faster_than_peak(row: dict[str, Any]) -> bool:
     convention) faster than the GPU's dense datasheet peak for the row's precision allows: a
     mislabelled precision or a wrong number, not a hard workload (PyTorch BERT-large phase 2
     "FP32" on one V100: 19 sequences/s = 1.2x the fp32 peak)."""
-    from perfmodel.analytic.flops import compute_step_flops
-    from perfmodel.catalog import get_model, resolve_model_key
-    from perfmodel.codec import is_missing, model_columns, workload_from_row
-
     key = resolve_model_key(str(row["model_name"]))
     if key:
         for column, value in model_columns(get_model(key)).items():

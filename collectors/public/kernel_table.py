@@ -27,6 +27,7 @@ from collectors.public.kernels_misc import (
     import_neusight_fp16mm,
 )
 from collectors.public.kernels_neusight import import_neusight_op_datasets, import_neusight_op_traces
+from perfmodel.errors import DataError
 
 
 def build_kernel_table(
@@ -37,8 +38,6 @@ def build_kernel_table(
     neusight_repo: str | Path | None = None,
 ) -> dict[str, Any]:
     """Import every source found, write one parquet per source and REPORT.md; return the summary."""
-    from perfmodel.errors import DataError
-
     public = Path(public_dir)
     if not public.is_dir():
         raise DataError(f"public data folder {public} not found; pass --public-dir PATH")

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from collectors.public.kernel_rows import KernelImport
+from perfmodel.catalog import get_gpu
 from perfmodel.kernels import work as W
 
 REPO = "sitar-lab/NeuSight"
@@ -119,8 +120,6 @@ def _sample(frame: pd.DataFrame, by: list[str], cap: int) -> pd.DataFrame:
 def l2_resident(work: W.KernelWork, gpu: str) -> bool:
     """True when a memory-bound call's bytes fit in the accelerator's L2 cache (re-timed without a
     flush, it runs from L2)."""
-    from perfmodel.catalog import get_gpu
-
     spec = get_gpu(gpu)
     memory_bound = work.bytes / (spec.hbm_bandwidth_gb_per_s * 1e9) >= work.flops / (
         spec.peak_for(work.dtype) * 1e12

@@ -28,6 +28,7 @@ Normalisation:
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -185,8 +186,6 @@ one GPU of the same kind)."""
 
 
 def _drop_implausible(rows: list[tuple], sink: RowSink) -> list[tuple]:
-    import statistics
-
     by_count: dict[tuple, dict[int, list[float]]] = {}
     for r, gpu, n_gpus, _gbs, throughput in rows:
         key = (r["model"], gpu, r["precision"])

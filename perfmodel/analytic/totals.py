@@ -9,11 +9,13 @@ a small batch), which the total-time interval covers (`total_time_interval_s`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
 
 from perfmodel.analytic import conventions as cv
+from perfmodel.analytic import estimate
 from perfmodel.analytic.conventions import STARTUP_FIXED_S, STORAGE_BANDWIDTH_GB_PER_S
 from perfmodel.analytic.roofline import AnalyticEstimate
 from perfmodel.errors import ConfigError
@@ -197,10 +199,6 @@ def _ludwig_range(w: Workload, steps: int, sps: float, startup_high: float) -> t
         and t.steps is None
         and t.micro_batch_size > 1
     ):
-        import dataclasses
-
-        from perfmodel.analytic import estimate
-
         one = dataclasses.replace(w, training=dataclasses.replace(t, micro_batch_size=1, grad_accum_steps=1))
         epochs = t.epochs if t.epochs is not None else 1.0
         steps_one = max(1, round(epochs * math.ceil(t.samples)))

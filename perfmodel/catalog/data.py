@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import CatalogError, quote
+from perfmodel.safe_yaml import read_yaml_file
 
 CATALOG_DIR = Path(__file__).parent
 """Folder of the catalog files."""
@@ -30,8 +31,6 @@ def norm(name: str) -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    from perfmodel.config.safe_yaml import read_yaml_file
-
     data = read_yaml_file(path, what="catalog file")
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: a catalog file must hold a mapping")

@@ -9,13 +9,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
+import os
+import platform
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from perfmodel import paths
 from perfmodel.catalog.data import gpu_entries, gpu_index, norm, unknown_name
 from perfmodel.errors import CatalogError
+from perfmodel.measure.storage import MeasuredHost, measured_hosts
 from perfmodel.workload import GPUSpec
 
 _GPU_FIELDS = {f.name for f in dataclasses.fields(GPUSpec)}
@@ -87,7 +90,7 @@ def get_gpu(name: str) -> GPUSpec:
 
 def _measured_host_ids() -> dict[str, str]:
     """Normalised hardware id -> hardware id of every host with a fingerprint in the raw folder."""
-    return {norm(str(f["hardware_id"])): str(f["hardware_id"]) for f in _fingerprints(str(_raw_dir())) if f.get("hardware_id")}
+    return {norm(h.hardware_id): h.hardware_id for h in _hosts(str(_raw_dir())) if h.hardware_id}
 
 
 def local_cpu_note(spec: GPUSpec | None = None) -> str:
@@ -141,9 +144,6 @@ def gpu_entry(name: str) -> dict[str, Any]:
 
 def local_cpu_facts() -> tuple[str, int, float]:
     """(CPU model name, usable cores, host memory in GB) of this machine."""
-    import os
-    import platform
-
     model = platform.processor() or platform.machine()
     mem_gb = 0.0
     try:
@@ -187,8 +187,6 @@ def cpu_spec(model: str, cores: int, memory_gb: float, measured: dict[str, float
 
 
 def _raw_dir() -> Path:
-    from perfmodel import paths
-
     return paths.raw_dir()
 
 
@@ -202,57 +200,45 @@ def describe_local_cpu() -> GPUSpec:
 def _describe_local_cpu(raw: str) -> GPUSpec:
     model, cores, mem_gb = local_cpu_facts()
     measured: dict[str, float] = {}
-    for fp in _fingerprints(raw):
+    for host in _hosts(raw):
+        fp = host.fingerprint
         if fp.get("kind") == "cpu" and fp.get("cpu_model") == model and int(fp.get("cpu_cores", 0)) == cores:
-            measured = _measured_ceilings(raw, str(fp["hardware_id"]))
+            measured = _ceilings(raw, host.hardware_id)
             break
     return cpu_spec(model, cores, mem_gb, measured)
 
 
 @functools.cache
-def _fingerprints(raw: str) -> tuple[dict[str, Any], ...]:
-    out = []
-    for path in sorted(Path(raw).glob("fingerprint__*.json")):
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError):
-            continue
-    return tuple(out)
+def _hosts(raw: str) -> tuple[MeasuredHost, ...]:
+    return measured_hosts(raw)
+
+
+def forget_measured_hosts() -> None:
+    """Read the collectors' folder again on the next lookup (hosts and their ceilings are
+    remembered per folder for the life of the process)."""
+    for cached in (_hosts, _ceilings, _describe_local_cpu):
+        cached.cache_clear()
 
 
 def measured_ceilings(hardware_id: str) -> dict[str, float]:
     """Best achieved matmul TFLOP/s per dtype and memory-copy GB/s of one measured host, from its
     micro-benchmark shards (keys 'matmul_<dtype>_tflops', 'hbm_copy_gb_per_s')."""
-    return _measured_ceilings(str(_raw_dir()), hardware_id)
+    return _ceilings(str(_raw_dir()), hardware_id)
 
 
 @functools.cache
-def _measured_ceilings(raw: str, hardware_id: str) -> dict[str, float]:
-    shards = sorted(Path(raw).glob(f"microbench__{hardware_id}__*.parquet"))
-    if not shards:
-        return {}
-    import pandas as pd
-
-    frame = pd.concat([pd.read_parquet(p) for p in shards], ignore_index=True)
-    frame = frame[frame["status"] == "ok"]
-    out: dict[str, float] = {}
-    for dtype, value in frame[frame["bench"] == "matmul"].groupby("dtype")["achieved_tflops"].max().items():
-        if value == value:  # not NaN
-            out[f"matmul_{dtype}_tflops"] = float(value)
-    copy = frame.loc[frame["bench"] == "hbm_copy", "achieved_gb_per_s"].max()
-    if copy == copy:
-        out["hbm_copy_gb_per_s"] = float(copy)
-    return out
+def _ceilings(raw: str, hardware_id: str) -> dict[str, float]:
+    return MeasuredHost(fingerprint={"hardware_id": hardware_id}, out_dir=Path(raw)).ceilings()
 
 
 def get_measured_host(hardware_id: str) -> GPUSpec:
     """The accelerator a measured host had, with that host's measured ceilings (own rows are
     rebuilt with the host that measured them, not with the machine reading them)."""
     raw = str(_raw_dir())
-    fp = next((f for f in _fingerprints(raw) if f.get("hardware_id") == hardware_id), None)
-    if fp is None:
+    host = next((h for h in _hosts(raw) if h.hardware_id == hardware_id), None)
+    if host is None:
         raise CatalogError(f"no fingerprint for host {hardware_id!r} in {raw}")
-    measured = _measured_ceilings(raw, hardware_id)
+    fp, measured = host.fingerprint, _ceilings(raw, hardware_id)
     if fp.get("kind") != "cpu":
         base = get_gpu(str(fp.get("gpu")))
         return dataclasses.replace(base, measured={**base.measured, **measured})

@@ -17,6 +17,7 @@ from typing import Any
 
 from perfmodel.catalog.data import model_entries, model_index, norm, unknown_name
 from perfmodel.errors import ConfigError, clip, quote
+from perfmodel.safe_yaml import read_bounded
 from perfmodel.workload import ModelSpec
 
 _MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelSpec)}
@@ -144,8 +145,6 @@ def _whole(path: Path, key: str, value: Any) -> int:
 def model_from_hf_config(path: Path, *, name: str | None = None, source: str | None = None) -> ModelSpec:
     """Read a Hugging Face config.json into a ModelSpec named `name` (default: the folder holding
     config.json, or the file's stem)."""
-    from perfmodel.config.safe_yaml import read_bounded
-
     path = Path(path)
     raw = read_bounded(path, what="Hugging Face config", limit_bytes=MAX_HF_CONFIG_BYTES)
     try:

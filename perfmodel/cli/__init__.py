@@ -7,6 +7,7 @@ are imported inside the library functions, never here.
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import typer
@@ -24,6 +25,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
+        # loaded when the command runs (CLI start-up)
         from perfmodel import __version__
 
         sys.stdout.write(f"perfmodel {__version__}\n")
@@ -79,8 +81,6 @@ def _register_commands() -> None:
 def _reflow(doc: str) -> str:
     """Paragraphs of a docstring as single lines (Rich keeps single newlines: help would break mid-
     sentence at the docstring's width instead of the terminal's)."""
-    import inspect
-
     paragraphs = inspect.cleandoc(doc).split("\n\n")
     return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 

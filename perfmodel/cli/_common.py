@@ -8,15 +8,19 @@ problem. Usage errors exit 2. `--debug` (the root option, recorded in `SETTINGS`
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
 from perfmodel.errors import ConfigError, NonFiniteError, PerfModelError, clip
+from perfmodel.request import OPTIONS, Option, RunRequest
 
 
 @dataclass
@@ -32,12 +36,14 @@ SETTINGS = Settings()
 
 
 def stdout_console() -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.console import Console
 
     return Console()
 
 
 def stderr_console() -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.console import Console
 
     return Console(stderr=True)
@@ -129,3 +135,58 @@ def run_app(app: typer.Typer, argv: list[str]) -> None:
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""
         fail(f"{type(exc).__name__}: {first[:300]} (run with --debug for the traceback)")
+
+
+# --- the run-request options ----------------------------------------------------------------------
+
+_CLI_TYPES: dict[Any, Any] = {str: Optional[str], int: Optional[int], float: Optional[float], Path: Optional[Path]}  # noqa: UP045 - typer reads Optional
+
+
+def _cli_parameter(option: Option) -> inspect.Parameter:
+    """The Typer parameter of one request option (flags, help and default from `OPTIONS`)."""
+    if option.kind is bool:
+        kind: Any = bool
+    elif option.kind is list:
+        kind = list[str]
+    else:
+        kind = _CLI_TYPES[option.kind]
+    default = list(option.default) if option.kind is list else option.default
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=default,
+        annotation=Annotated[kind, typer.Option(*option.flags, help=option.help)],
+    )
+
+
+def run_options(*, exclude: tuple[str, ...] = (), needs_config: bool = True) -> Callable[[Any], Any]:
+    """Give a command the run-request options of `perfmodel.request.OPTIONS` (all, or all but
+    `exclude`): the command takes `request: RunRequest` and its own parameters, and Typer sees
+    the options followed by its own parameters. With `needs_config`, a request with neither
+    --config nor --set is a usage error."""
+    options = [o for o in OPTIONS if o.name not in exclude]
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "request"]
+
+        def wrapper(**values: Any) -> Any:
+            given = {o.name: values.pop(o.name) for o in options}
+            given["overrides"] = tuple(given.get("overrides") or ())
+            if given.get("model_dir") is not None and given.get("model_uri") is not None:
+                raise typer.BadParameter("give --model-dir or --model-uri, not both", param_hint="--model-uri")
+            request = RunRequest(**given)
+            if needs_config and "config" in given and request.config is None and not request.overrides:
+                raise typer.BadParameter(
+                    "give --config FILE (or describe the run with --set keys)", param_hint="--config"
+                )
+            return command(request=request, **values)
+
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        parameters = [*(_cli_parameter(o) for o in options), *(p.replace(kind=keyword) for p in own)]
+        wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        wrapper.__name__, wrapper.__qualname__ = command.__name__, command.__qualname__
+        wrapper.__doc__, wrapper.__module__ = command.__doc__, command.__module__
+        return wrapper
+
+    return decorate

@@ -46,12 +46,14 @@ FRAMEWORK_COLUMNS: tuple[tuple[str, str], ...] = tuple(
 
 def frameworks_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the training stacks perfmodel knows, as the kernels they run (framework: NAME)."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.catalog.frameworks import recipes
 
     found = list(recipes().values())
     if json_out:
         _common.print_json([dataclasses.asdict(r) for r in found])
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render import narrowing_table, render_title
 
     rows = []
@@ -71,12 +73,14 @@ def frameworks_command(json_out: bool = typer.Option(False, "--json", help="Mach
 
 def gpus_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the accelerators perfmodel knows (dense peak TFLOP/s, memory, bandwidth)."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.catalog import get_gpu, gpu_names
 
     specs = [get_gpu(name) for name in gpu_names()]
     if json_out:
         _common.print_json([dataclasses.asdict(s) for s in specs])
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render import narrowing_table, render_title
 
     rows = []
@@ -105,6 +109,7 @@ def gpus_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
 
 def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the model architectures in the catalog (also accepted: Hugging Face ids, config.json paths)."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.analytic.params import count_params
     from perfmodel.catalog import get_model, model_entry, model_names
 
@@ -129,6 +134,7 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-
     if json_out:
         _common.print_json(rows)
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render import fmt_number, narrowing_table, render_title
 
     cells = [

@@ -33,6 +33,7 @@ def import_public_command(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Normalise the public training-throughput tables into datasets/public/*.parquet."""
+    # loaded when the command runs (CLI start-up)
     from collectors.public import write_public
     from perfmodel import paths
 
@@ -44,6 +45,7 @@ def import_public_command(
     if json_out:
         _common.print_json({"out_dir": str(out), **summary})
         return
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     table = Table(
@@ -73,6 +75,7 @@ def build_command(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Merge own and public rows into the feature table and print its content hash."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.dataset import build_features
 
     result = build_features(raw_dir=raw, public_dir=public, out=out)
@@ -100,6 +103,7 @@ def build_command(
 
 
 def _counts_table(title: str, counts: dict[str, Any]) -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     table = Table(title=title)

@@ -6,13 +6,14 @@ result (Rich tables, or --json / --csv)."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from perfmodel.cli import _common
 from perfmodel.errors import ConfigError
+from perfmodel.request import RunRequest
 
 _DURATION_UNITS = {
     "s": 1.0,
@@ -53,68 +54,25 @@ def parse_usd(text: str, flag: str = "--budget") -> float:
         raise ConfigError(f"{flag} {text!r} is not an amount in USD: write e.g. 500 or $1200") from None
 
 
-# --- shared options --------------------------------------------------------------------------------
-
-_SET = typer.Option(
-    [], "--set", help="Override a key for every run: --set training.seq_len=1024 (repeatable)."
-)
-_TOKENS = typer.Option(None, "--tokens", help="Training tokens (all epochs).")
-_ROWS = typer.Option(None, "--rows", help="Training samples (dataset rows before Ludwig's split).")
-_DATASET = typer.Option(None, "--dataset", help="CSV, parquet or JSONL file to size the data from.")
-_PRICE = typer.Option(
-    None, "--price", help="USD per GPU-hour for every run (default: the catalog's list price)."
-)
-_CONFIDENCE = typer.Option(0.9, "--confidence", help="Interval confidence level.")
-_ANALYTIC = typer.Option(False, "--analytic", help="Ignore the learned model; analytic bound only.")
-_MODEL_DIR = typer.Option(None, "--model-dir", help="Learned model folder (default: the shipped models/).")
-_JSON = typer.Option(False, "--json", help="Machine-readable output.")
-
-
-def _shared(
-    set_: list[str],
-    tokens: float | None,
-    rows: int | None,
-    dataset: Path | None,
-    price: float | None,
-    confidence: float,
-    model_dir: Path | None,
-    analytic: bool,
-) -> dict[str, Any]:
-    """The library keywords of the options every decide command shares."""
-    return {
-        "overrides": set_,
-        "tokens": tokens,
-        "rows": rows,
-        "dataset": dataset,
-        "price_per_gpu_hour": price,
-        "confidence": confidence,
-        "model_dir": model_dir,
-        "use_learned": not analytic,
-    }
-
-
 def _lean() -> None:
+    # loaded when the command runs (CLI start-up)
     from perfmodel.learn.lean_import import use_lean_import
 
     use_lean_import()  # one-shot process: keep the cold start fast
 
 
+_JSON = typer.Option(False, "--json", help="Machine-readable output.")
+
+
 # --- sweep -----------------------------------------------------------------------------------------
 
 
+@_common.run_options()
 def sweep_command(
-    config: Path = typer.Option(None, "--config", "-c", help="Native perfmodel YAML or a Ludwig config."),
+    request: RunRequest,
     vary: list[str] = typer.Option(
         [], "--vary", help="KEY=V1,V2,... (repeatable): native keys, or Ludwig keys for a Ludwig config."
     ),
-    set_: list[str] = _SET,
-    tokens: float = _TOKENS,
-    rows: int = _ROWS,
-    dataset: Path = _DATASET,
-    price: float = _PRICE,
-    confidence: float = _CONFIDENCE,
-    analytic: bool = _ANALYTIC,
-    model_dir: Path = _MODEL_DIR,
     json_out: bool = _JSON,
     csv_out: bool = typer.Option(False, "--csv", help="One CSV row per point on stdout."),
     plot: Path = typer.Option(
@@ -126,19 +84,13 @@ def sweep_command(
         raise typer.BadParameter("give at least one --vary KEY=V1,V2,...", param_hint="--vary")
     if json_out and csv_out:
         raise typer.BadParameter("give --json or --csv, not both", param_hint="--csv")
-    if config is None and not set_:
-        raise typer.BadParameter(
-            "give --config FILE (or describe the run with --set keys)", param_hint="--config"
-        )
     _lean()
+    # loaded when the command runs (CLI start-up)
     from perfmodel.decide.sweep import sweep
 
-    result = sweep(
-        config,
-        vary,
-        **_shared(set_, tokens, rows, dataset, price, confidence, model_dir, analytic),
-    )
+    result = sweep(request, vary)
     if plot is not None:
+        # loaded when the command runs (CLI start-up)
         from perfmodel.decide.plot import plot_sweep
 
         plot_sweep(result, plot)
@@ -147,11 +99,10 @@ def sweep_command(
         _common.print_json(result.to_json())
         return
     if csv_out:
-        import sys
-
         sys.stdout.write(result.to_csv())
         return
-    from perfmodel.decide.render import render_sweep
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.cli.render_decide import render_sweep
 
     render_sweep(result, _common.stdout_console())
 
@@ -159,19 +110,13 @@ def sweep_command(
 # --- compare ---------------------------------------------------------------------------------------
 
 
+@_common.run_options(exclude=("config",))
 def compare_command(
+    request: RunRequest,
     configs: list[Path] = typer.Argument(..., help="Configs (native or Ludwig); ratios are to the first."),
     variant: list[str] = typer.Option(
         [], "--variant", help="The first config with keys changed: KEY=V[,KEY=V...] (repeatable)."
     ),
-    set_: list[str] = _SET,
-    tokens: float = _TOKENS,
-    rows: int = _ROWS,
-    dataset: Path = _DATASET,
-    price: float = _PRICE,
-    confidence: float = _CONFIDENCE,
-    analytic: bool = _ANALYTIC,
-    model_dir: Path = _MODEL_DIR,
     json_out: bool = _JSON,
 ) -> None:
     """Configs side by side, with the ratio of times (and costs) to the first and whether the difference exceeds the uncertainty."""
@@ -180,17 +125,15 @@ def compare_command(
             "give at least two configs, or a config and a --variant", param_hint="CONFIGS"
         )
     _lean()
+    # loaded when the command runs (CLI start-up)
     from perfmodel.decide.compare import compare
 
-    result = compare(
-        configs,
-        variants=variant,
-        **_shared(set_, tokens, rows, dataset, price, confidence, model_dir, analytic),
-    )
+    result = compare(configs, variants=variant, request=request)
     if json_out:
         _common.print_json(result.to_json())
         return
-    from perfmodel.decide.render import render_compare
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.cli.render_decide import render_compare
 
     render_compare(result, _common.stdout_console())
 
@@ -198,8 +141,9 @@ def compare_command(
 # --- advise ----------------------------------------------------------------------------------------
 
 
+@_common.run_options()
 def advise_command(
-    config: Path = typer.Option(None, "--config", "-c", help="Native perfmodel YAML or a Ludwig config."),
+    request: RunRequest,
     deadline: str = typer.Option(
         None, "--deadline", help="Finish within this time: 24h, 90m, 2d (a bare number is hours)."
     ),
@@ -214,37 +158,26 @@ def advise_command(
     conservative: bool = typer.Option(
         False, "--conservative", help="Apply deadline and budget to the intervals' high ends."
     ),
-    set_: list[str] = _SET,
-    tokens: float = _TOKENS,
-    rows: int = _ROWS,
-    dataset: Path = _DATASET,
-    price: float = _PRICE,
-    confidence: float = _CONFIDENCE,
-    analytic: bool = _ANALYTIC,
-    model_dir: Path = _MODEL_DIR,
     json_out: bool = _JSON,
 ) -> None:
     """Search precision, micro-batch, checkpointing, strategy, GPU type and count; rank what fits the deadline and budget by time and by cost."""
-    if config is None and not set_:
-        raise typer.BadParameter(
-            "give --config FILE (or describe the run with --set keys)", param_hint="--config"
-        )
     _lean()
+    # loaded when the command runs (CLI start-up)
     from perfmodel.decide.advise import advise
 
     result = advise(
-        config,
+        request,
         deadline_s=parse_duration(deadline) if deadline is not None else None,
         budget_usd=parse_usd(budget) if budget is not None else None,
         gpus=[g.strip() for g in gpus.split(",") if g.strip()] if gpus else None,
         max_gpus=max_gpus,
         conservative=conservative,
         top=top,
-        **_shared(set_, tokens, rows, dataset, price, confidence, model_dir, analytic),
     )
     if json_out:
         _common.print_json(result.to_json())
         return
-    from perfmodel.decide.render import render_advice
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.cli.render_decide import render_advice
 
     render_advice(result, _common.stdout_console())

@@ -3,6 +3,8 @@ held-out accuracy (perfmodel/kernels)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -43,6 +45,7 @@ def build_command(
     json_out: Annotated[bool, _JSON] = False,
 ) -> None:
     """Import the kernel sources into datasets/kernels/*.parquet and REPORT.md."""
+    # loaded when the command runs (CLI start-up)
     from collectors.public.kernel_table import build_kernel_table
     from perfmodel import paths
 
@@ -80,8 +83,7 @@ def fit_command(
     json_out: Annotated[bool, _JSON] = False,
 ) -> None:
     """Fit the kernel efficiency on the kernel table and write its parameters."""
-    import datetime as dt
-
+    # loaded when the command runs (CLI start-up)
     from perfmodel.kernels.efficiency import EfficiencyParams, save_efficiency
     from perfmodel.kernels.fitting import fit_efficiency_table
     from perfmodel.kernels.table import load_kernel_table
@@ -119,8 +121,7 @@ def evaluate_command(
     json_out: Annotated[bool, _JSON] = False,
 ) -> None:
     """Hold out each accelerator in turn: fit on the others, predict its kernel rows; error per kind."""
-    import time
-
+    # loaded when the command runs (CLI start-up)
     from perfmodel.kernels.evaluate import kernel_eval_tables, render_markdown
     from perfmodel.kernels.fitting import fit_efficiency_table
     from perfmodel.kernels.table import load_kernel_table
@@ -144,6 +145,7 @@ def evaluate_command(
     if json_out:
         _common.print_json({k: tables[k].to_dict("records") for k in ("by_kind", "by_gpu")})
         return
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     out = Table(title="Kernel time, accelerator held out: error per kind (pooled over held-out accelerators)")
@@ -169,6 +171,7 @@ def show_command(
     json_out: Annotated[bool, _JSON] = False,
 ) -> None:
     """Print the fitted efficiency parameters, grouped as in perfmodel/kernels/efficiency.py."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.kernels.efficiency import describe_params, load_efficiency
 
     params = load_efficiency(path)
@@ -183,6 +186,7 @@ def show_command(
             }
         )
         return
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     console = _common.stdout_console()

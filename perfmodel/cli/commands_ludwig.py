@@ -33,6 +33,7 @@ def check_ludwig_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Validate a Ludwig config as Ludwig 0.17 does (its ModelConfig when installed, perfmodel's rules otherwise)."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.config.ludwig_schema import check_ludwig
     from perfmodel.config.overrides import read_config_file
 

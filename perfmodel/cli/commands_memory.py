@@ -20,6 +20,7 @@ def memcheck_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Compare predicted peak memory per GPU with published measurements (torchtitan, ml-engineering)."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.errors import DataError
     from perfmodel.memcheck import check_memory
     from perfmodel.paths import peak_memory_path
@@ -43,6 +44,7 @@ def memcheck_command(
     if json_out:
         _common.print_json({**summary, "measurements": result.table[cols + ["citation"]].to_dict("records")})
         return
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     table = Table(title="Peak memory per GPU: published measurement vs analytic estimate")

@@ -7,12 +7,14 @@ its result (Rich, or JSON with --json)."""
 # ruff: noqa: UP045 - typer needs Optional[...] (not X | None) in annotations on Python 3.10
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from perfmodel.cli import _common
+from perfmodel.request import RunRequest
 
 Opt = typer.Option
 
@@ -24,6 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _dur(seconds: float) -> str:
+    # loaded when the command runs (CLI start-up)
     from perfmodel.monitor.report import fmt_seconds
 
     return fmt_seconds(seconds)
@@ -34,6 +37,7 @@ def _iv(iv: Any) -> str:
 
 
 def _table(title: str) -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
@@ -45,8 +49,9 @@ def _table(title: str) -> Any:
 # --- probe ------------------------------------------------------------------------------------
 
 
+@_common.run_options(exclude=("analytic",))
 def probe_command(
-    config: Annotated[Path, Opt("--config", "-c", help="Native perfmodel YAML or a Ludwig config.")],
+    request: RunRequest,
     steps: Annotated[int, Opt("--steps", min=10, help="Measured steps after warm-up (>= 10).")] = 10,
     device: Annotated[
         Optional[str], Opt("--device", help="cpu, cuda or cuda:N (default: a GPU when there is one).")
@@ -55,13 +60,6 @@ def probe_command(
         float,
         Opt("--budget-s", min=1.0, help="Wall-time budget in s: the probe is sized to it and stops at it."),
     ] = 120.0,
-    set_: Annotated[
-        Optional[list[str]], Opt("--set", help="Override a config key (repeatable), as in predict.")
-    ] = None,
-    confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
-    model_dir: Annotated[
-        Optional[Path], Opt("--model-dir", help="Learned model folder (default: the shipped models/).")
-    ] = None,
     out: Annotated[
         Optional[Path],
         Opt("--out", help="Shard folder for the measured row (default: the collectors' folder)."),
@@ -79,17 +77,19 @@ def probe_command(
 ) -> None:
     """Run a few real steps of the config on this machine (scaled down when it does not fit), then
     update the prediction: measured step time x the model's ratio for what differs."""
-    from perfmodel.config import load_workload
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.config import resolve_workload
+    from perfmodel.prediction import predictor_options
     from perfmodel.run.probe import probe_workload
 
-    workload = load_workload(config, overrides=set_ or [])
+    predictor = predictor_options(request)
     result = probe_workload(
-        workload,
+        resolve_workload(request),
         steps=steps,
         device=device,
         budget_s=budget_s,
-        confidence=confidence,
-        model_dir=model_dir,
+        confidence=predictor["confidence"],
+        model_dir=predictor["model_dir"],
         keep=keep,
         out_dir=out,
         record_path=record,
@@ -103,6 +103,7 @@ def probe_command(
 
 
 def _render_probe(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
     b, a, m, c, plan = result.before, result.after, result.measurement, result.combined, result.plan
@@ -174,6 +175,7 @@ def monitor_command(
     ] = False,
 ) -> None:
     """ETA, warm-up, stable-phase statistics and bottleneck hints of a run from its files."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.monitor.watch import follow_path, monitor_path
 
     kwargs: dict[str, Any] = {
@@ -186,8 +188,7 @@ def monitor_command(
     reports = follow_path(path, interval_s=interval_s, **kwargs) if follow else [monitor_path(path, **kwargs)]
     for report in reports:
         if json_out:
-            import json
-
+            # loaded when the command runs (CLI start-up)
             from perfmodel.cli._common import _json_default
 
             print(json.dumps(report.to_json(), default=_json_default), flush=True)
@@ -196,6 +197,7 @@ def monitor_command(
 
 
 def _render_monitor(report: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
     s, t = report.snapshot, report.trace
@@ -265,6 +267,7 @@ def ingest_command(
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Keep a finished run as a measured feature-table row (source_kind 'user') for the next `make train-model`."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.ingest import ingest_run
 
     result = ingest_run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -46,12 +47,11 @@ def serve_command(
     ),
 ) -> None:
     """Serve predictions over HTTP (POST /v1/predict, /v1/sweep, ...; docs at /docs) and a web page at /."""
-    import os
-
     # Requests run in parallel threads, each predicting one row: LightGBM's OpenMP team per call
     # costs more than the prediction (measured 16 ms vs 2.6 ms a call on a loaded 2-core host).
     # Set before LightGBM is first imported; an OMP_NUM_THREADS already set is kept.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # uvicorn: only perfmodel serve needs it; loaded when the command runs (CLI start-up)
     import uvicorn
 
     from perfmodel.errors import ConfigError
@@ -75,7 +75,8 @@ def serve_command(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
     if model_uri is not None:
-        from perfmodel.service.model_source import parse_model_uri
+        # loaded when the command runs (CLI start-up)
+        from perfmodel.learn.registry import parse_model_uri
 
         parse_model_uri(model_uri)  # a malformed URI is a one-line error before the server starts
     # Every process, the only one or one of N, builds its app from the settings in the environment.

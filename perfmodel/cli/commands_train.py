@@ -85,6 +85,7 @@ def train_command(
     the same rows by more than the seed-to-seed spread (or with --force-champion). models/ is
     written only with --export. MLflow's usage telemetry is off unless MLFLOW_DISABLE_TELEMETRY=false.
     """
+    # loaded when the command runs (CLI start-up)
     from perfmodel.learn.data import load_training_data
     from perfmodel.learn.train import fit_and_log
     from perfmodel.paths import model_dir
@@ -106,6 +107,7 @@ def train_command(
     if json_out:
         _common.print_json(_nan_to_none(result.to_dict()))
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render_eval import summary_table
 
     console = _common.stdout_console()
@@ -163,6 +165,7 @@ def evaluate_command(
 ) -> None:
     """Print the evaluation table (all splits, model vs baselines, interval coverage), the
     errors on one held-out group with --holdout, or the seed-to-seed spread with --seeds."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render_eval import breakdown_table, regime_tables, summary_table
     from perfmodel.learn.evaluate import evaluate_features
     from perfmodel.learn.metrics import TARGETS
@@ -208,6 +211,7 @@ def evaluate_command(
 
 
 def _seed_spread(features: Any, seeds: int, json_out: bool) -> None:
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render_eval import spread_table
     from perfmodel.learn.data import load_training_data
     from perfmodel.learn.spread import seed_spread, spread_summary

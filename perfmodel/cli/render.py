@@ -7,8 +7,11 @@ terminal fall back to a narrower layout (`FitWidth`) instead of cutting names sh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from perfmodel.prediction import WARNING_PREFIX
 
 if TYPE_CHECKING:
     from perfmodel.prediction import Interval, PredictedRun
@@ -86,6 +89,7 @@ class FitWidth:
 
     def choose(self, console: Any, options: Any) -> Any:
         """The layout shown at `options.max_width`."""
+        # rich: only output needs it (the CLI's cold start)
         from rich.measure import Measurement
 
         for layout in self.layouts[:-1]:
@@ -98,6 +102,7 @@ class FitWidth:
         yield self.choose(console, options)
 
     def __rich_measure__(self, console: Any, options: Any) -> Any:
+        # rich: only output needs it (the CLI's cold start)
         from rich.measure import Measurement
 
         return Measurement.get(console, options, self.choose(console, options))
@@ -106,6 +111,7 @@ class FitWidth:
 def compact_table(**kwargs: Any) -> Any:
     """A Rich table that spends few columns on borders: a rule under the header, two spaces
     between columns, none at the edges (the most columns 80 characters can hold)."""
+    # rich: only output needs it (the CLI's cold start)
     from rich import box
     from rich.table import Table
 
@@ -133,6 +139,7 @@ def narrowing_table(
     pairs), in one layout per step of `drops` (column keys left out, adding up step by step), for
     `FitWidth` to pick the widest that fits. Columns in `left` are left-justified, the others
     right; those in `whole` never wrap; `styles` gives each row's style."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
     layouts = []
@@ -153,6 +160,7 @@ def narrowing_table(
 def render_title(console: Any, title: str, details: str = "") -> None:
     """A title on one line (bold, never wrapped: cut with '…' only on a terminal narrower than
     the title) and its details, dimmed, on the next."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.text import Text
 
     console.print(Text(title, style="bold"), no_wrap=True, overflow="ellipsis")
@@ -161,6 +169,7 @@ def render_title(console: Any, title: str, details: str = "") -> None:
 
 
 def render_prediction(pred: PredictedRun, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
     from rich.table import Table
 
@@ -221,7 +230,6 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
         bottleneck += f"; MFU {pred.mfu.estimate:.0%} ({pred.mfu.low:.0%} – {pred.mfu.high:.0%})"
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
-    from perfmodel.prediction import WARNING_PREFIX  # loaded already: `pred` came from it
 
     for line in w.assumptions:
         if not line.startswith(WARNING_PREFIX):  # those are in pred.warnings too
@@ -248,8 +256,6 @@ def _price_origin(price: Any) -> str:
 
 def _yaml_value(value: Any) -> str:
     """A value as it is written in YAML (true/false, flow mappings)."""
-    import json
-
     if isinstance(value, (bool, dict)):
         return json.dumps(value, separators=(", ", ": ")).replace('"', "")
     return str(value)
@@ -257,6 +263,7 @@ def _yaml_value(value: Any) -> str:
 
 def render_fit_suggestions(report: Any, console: Any) -> None:
     """What would fit (perfmodel.decide.fit.FitReport), one line per suggestion."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
     if report is None or report.fits:

@@ -15,7 +15,8 @@ import dataclasses
 import inspect
 from typing import Any
 
-from perfmodel.config import hf_args, ludwig, safe_yaml
+from perfmodel import safe_yaml
+from perfmodel.config import hf_args, ludwig
 from perfmodel.config.build import DEFAULT_NOTES
 from perfmodel.config.native import CONFIG_KEYS, SECTIONS, frameworks
 from perfmodel.workload import FIELD_CHOICES, FIELD_RANGES, ModelSpec, ParallelSpec, TrainingSpec
@@ -135,8 +136,9 @@ def render() -> str:
         "several are one line `N problems in FILE: a; b` when that is short (up to 300 characters), "
         "else a first line `N problems in FILE:` followed by one line per problem. Exit code 1.",
         "- Paths in a config file (`model.path`, `model.name` or a Ludwig `base_model` that is a folder, "
-        "`training.dataset`) are relative to the config's folder; paths given with `--set` or "
-        "`--dataset` are relative to the current directory. An error about a dataset names only the "
+        "`training.dataset`) are relative to the config's folder; paths given as options (`--dataset`, "
+        "`--set`, `--vary`, `--variant`, and the Python API's `set=`) are relative to the current "
+        "directory, in every command. An error about a dataset names only the "
         "columns the config asked for, never the file's other content.",
         "- Names: accelerator aliases resolve and say so (`H100` -> `H100-SXM`); unknown names suggest the "
         "family (`A100` -> `A100-40GB`, `A100-80GB`, ...) and close matches. A Hugging Face id that is not "

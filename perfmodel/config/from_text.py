@@ -1,10 +1,9 @@
-"""Configs that are not files: YAML text (a request body, a notebook cell) or a mapping already
-read. Nothing is written to disk; the text goes through the one bounded YAML loader
-(`safe_yaml.load_yaml_text`: alias bombs, nesting, duplicate keys) and the mapping through the
-same resolution as a file (`perfmodel.config.load_workload`).
+"""Configs that are not files: YAML text (a request body, a notebook cell). Nothing is written to
+disk; the text goes through the one bounded YAML loader (`safe_yaml.load_yaml_text`: alias bombs,
+nesting, duplicate keys), and the mapping through the same resolution as a file
+(`perfmodel.config.resolve_workload`, which takes the text in a `RunRequest`).
 
     parse_config_text("model: {name: llama2-7b}\\n...")        -> dict
-    load_workload_text(text, gpu="H100-SXM", tokens=1e9, ...)  -> Workload
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.errors import ConfigError
-from perfmodel.workload import Workload
+from perfmodel.safe_yaml import load_yaml_text
 
 MAX_TEXT_CHARS = 1_000_000
 """Longest config text parsed (characters; the same bound as a config file's bytes)."""
@@ -21,8 +20,6 @@ MAX_TEXT_CHARS = 1_000_000
 def parse_config_text(text: str, *, source: str = "the config text") -> dict[str, Any]:
     """The mapping a YAML (or JSON) document holds; ConfigError, naming `source`, when it is too
     long, not YAML, has a duplicate key, is empty or is not a mapping."""
-    from perfmodel.config.safe_yaml import load_yaml_text
-
     if not isinstance(text, str):
         raise ConfigError(f"{source} must be YAML text, got a {type(text).__name__}")
     if len(text) > MAX_TEXT_CHARS:
@@ -36,12 +33,3 @@ def parse_config_text(text: str, *, source: str = "the config text") -> dict[str
             f"config), got a {type(data).__name__}"
         )
     return data
-
-
-def load_workload_text(text: str, *, source: str = "the config text", **kwargs: Any) -> Workload:
-    """`load_workload` for YAML text: the same overrides and data flags (`overrides`, `gpu`,
-    `num_gpus`, `tokens`, `rows`, `dataset`); relative paths in the text are relative to the
-    current directory."""
-    from perfmodel.config import load_workload
-
-    return load_workload(parse_config_text(text, source=source), **kwargs)

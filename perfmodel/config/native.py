@@ -20,6 +20,7 @@ rest with perfmodel's defaults and turns it into a Workload.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import types
@@ -146,8 +147,6 @@ def _name(key: Any) -> str:
 
 
 def _unknown_key(section: str, key: Any, origin: str = "") -> str:
-    import difflib
-
     allowed = list(schema()[section])
     close = difflib.get_close_matches(str(key), allowed, n=2, cutoff=0.6)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""

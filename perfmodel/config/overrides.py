@@ -20,10 +20,10 @@ _NOT_PLAIN: Any = object()
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The mapping held by a YAML file, read through the bounded loader (safe_yaml.py);
+    """The mapping held by a YAML file, read through the bounded loader (perfmodel/safe_yaml.py);
     ConfigError if missing, not a regular file, too large, not YAML, has a duplicate key, empty or
     not a mapping."""
-    from perfmodel.config.safe_yaml import read_yaml_file
+    from perfmodel.safe_yaml import read_yaml_file
 
     p = Path(path).expanduser()
     data = read_yaml_file(p, what="config file")
@@ -41,7 +41,7 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     """`'training.micro_batch_size=16'` -> (('training', 'micro_batch_size'), 16). The value is read as
     a YAML scalar through the bounded loader (so `16` is an int, `true` a bool, `null` unsets the
     key, `[a, b]` a list)."""
-    from perfmodel.config.safe_yaml import load_yaml_text
+    from perfmodel.safe_yaml import load_yaml_text
 
     shown = quote(text)
     if "=" not in text:

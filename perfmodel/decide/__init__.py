@@ -1,8 +1,7 @@
-"""Decisions over predictions: what a run costs, what would fit, what-if sweeps, side-by-side
-comparison and advice ("what should I run?").
+"""Decisions over predictions: what would fit, what-if sweeps, side-by-side comparison and advice
+("what should I run?"). Prices per GPU-hour are catalog data (`perfmodel.catalog.prices`).
 
 Modules:
-  cost     - on-demand list prices (catalog/prices.yaml) and the cost of a prediction
   outcome  - the part of a prediction that decisions compare (time, cost, memory, MFU, fits)
   source   - a config read once and resolved with changes (native or Ludwig keys)
   fit      - the largest micro-batch that fits, the fewest GPUs that fit (`suggest_fits`)

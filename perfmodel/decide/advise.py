@@ -12,11 +12,12 @@ option is the user's config with a few keys changed, resolved and predicted like
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from perfmodel.catalog import get_gpu, resolve_gpu_key
+from perfmodel.config.source import ConfigSource
 from perfmodel.decide.express import current_value, express, flag_text
 from perfmodel.decide.outcome import Outcome
 from perfmodel.decide.screen import screen
@@ -28,8 +29,9 @@ from perfmodel.decide.search import (
     global_batch,
     native_diff,
 )
-from perfmodel.decide.source import ConfigSource
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.prediction import predict, predictor_options
+from perfmodel.request import ConfigInput, RunRequest
 from perfmodel.workload import Workload
 
 CONSEQUENCES = ("framework", "hardware.cpu_offload")
@@ -172,8 +174,6 @@ def _option(
     options: dict[str, Any],
     constraints: tuple[float | None, float | None, bool],
 ) -> Option | None:
-    from perfmodel.prediction import predict
-
     expressed = express(native, source, base.parallel.num_gpus, base.parallel.strategy)
     if expressed is None:
         return None
@@ -202,7 +202,8 @@ def _option(
 
 
 def advise(
-    config: str | Path | Mapping[str, Any] | None,
+    config: ConfigInput | RunRequest,
+    /,
     *,
     deadline_s: float | None = None,
     budget_usd: float | None = None,
@@ -210,21 +211,12 @@ def advise(
     max_gpus: int = DEFAULT_MAX_GPUS,
     conservative: bool = False,
     top: int = 5,
-    overrides: Sequence[str] = (),
-    tokens: float | None = None,
-    rows: int | None = None,
-    dataset: str | Path | None = None,
-    price_per_gpu_hour: float | None = None,
-    confidence: float = 0.9,
-    model_dir: str | Path | None = None,
-    use_learned: bool = True,
+    **options: Any,
 ) -> Advice:
     """Search how to run `config` and rank the options that fit and meet the deadline (total time,
     s) and budget (USD): fastest first and cheapest first, `top` of each. With `conservative`, the
-    constraints apply to the intervals' high ends."""
-    from perfmodel.catalog import resolve_gpu_key
-    from perfmodel.prediction import predict
-
+    constraints apply to the intervals' high ends. `options` are a run request's
+    (`perfmodel.request.RunRequest.of`: overrides, tokens, rows, price_per_gpu_hour, confidence, ...)."""
     for name, value in (("--deadline", deadline_s), ("--budget", budget_usd)):
         if value is not None and not value > 0:
             raise ConfigError(f"{name} must be > 0, got {value!r}")
@@ -232,30 +224,22 @@ def advise(
         raise ConfigError(f"--max-gpus must be a whole number >= 1, got {max_gpus!r}")
     if top < 1:
         raise ConfigError(f"--top must be >= 1, got {top!r}")
-    source = ConfigSource.load(
-        config,
-        overrides=overrides,
-        tokens=tokens,
-        rows=rows,
-        dataset=dataset,
-        price_per_gpu_hour=price_per_gpu_hour,
-    )
+    request = RunRequest.of(config, **options)
+    source = ConfigSource.of(request)
     base = source.base()
     names = list(gpus) if gpus else [base.gpu.name, *DEFAULT_GPUS]
     keys: list[str] = []
     for name in names:
         key = resolve_gpu_key(name)
         if key is None:
-            from perfmodel.catalog import get_gpu
-
             get_gpu(name)  # raises with close matches
         elif key not in keys:
             keys.append(str(key))
-    options: dict[str, Any] = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
+    predictor = predictor_options(request)
     constraints = (deadline_s, budget_usd, conservative)
     notes: list[str] = []
-    if price_per_gpu_hour is not None and len(keys) > 1:
-        notes.append(f"--price {price_per_gpu_hour:g} applies to every accelerator searched")
+    if request.price_per_gpu_hour is not None and len(keys) > 1:
+        notes.append(f"--price {request.price_per_gpu_hour:g} applies to every accelerator searched")
     found_by_memory: list[tuple[dict[str, Any], Workload]] = []
     searched = 0
     if base.model.arch == "gbm":
@@ -264,7 +248,7 @@ def advise(
         )
     else:
         found_by_memory, searched = candidates(source, base, keys, max_gpus, notes)
-    screened = screen([w for _, w in found_by_memory], **options)
+    screened = screen([w for _, w in found_by_memory], **predictor)
     passing = []
     for (native, _), s in zip(found_by_memory, screened, strict=True):
         time_s = s.total_time_high_s if conservative else s.total_time_s
@@ -284,7 +268,7 @@ def advise(
                 break
             if id(native) not in tried:
                 try:
-                    option = _option(source, base, native, options, constraints)
+                    option = _option(source, base, native, predictor, constraints)
                 except PerfModelError as exc:  # e.g. Ludwig refuses the keys that would express it
                     option = None
                     reason = str(exc).splitlines()[0]
@@ -294,7 +278,7 @@ def advise(
     found: list[Option] = [o for o in tried.values() if o is not None]
     for reason, count in refused.items():
         notes.append(f"{count} option(s) the screen passed were refused when written as the config: {reason}")
-    current_pred = Outcome.of(predict(base, **options))
+    current_pred = Outcome.of(predict(base, **predictor))
     current = Option(
         label=describe(base),
         changes=(),
@@ -334,6 +318,6 @@ def advise(
         fitting=len(found_by_memory),
         meeting=len(passing),
         predicted=len(found),
-        confidence_level=confidence,
+        confidence_level=request.confidence,
         notes=tuple(notes),
     )

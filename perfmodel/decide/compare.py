@@ -24,12 +24,14 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from perfmodel.config.native import workload_to_native
+from perfmodel.config.source import ConfigSource
 from perfmodel.decide.outcome import Outcome
-from perfmodel.decide.source import ConfigSource
 from perfmodel.errors import ConfigError
+from perfmodel.prediction import predict, predictor_options
+from perfmodel.request import ConfigInput, RunRequest
 
 RATIO_METHOD = (
     "log-ratio half-width sqrt(h_a^2 + h_b^2) from each prediction's interval: an approximation that "
@@ -126,6 +128,7 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def parse_variant(text: str) -> dict[str, Any]:
     """'hardware.gpu=H100-SXM,training.micro_batch_size=16' -> {key: value}; values are YAML scalars."""
+    # PyYAML: only when YAML is read
     import yaml
 
     changes: dict[str, Any] = {}
@@ -143,37 +146,24 @@ def parse_variant(text: str) -> dict[str, Any]:
 
 
 def compare(
-    configs: Sequence[str | Path | Mapping[str, Any]],
+    configs: Sequence[ConfigInput],
+    /,
     *,
     variants: Sequence[Mapping[str, Any] | str] = (),
-    overrides: Sequence[str] = (),
-    tokens: float | None = None,
-    rows: int | None = None,
-    dataset: str | Path | None = None,
-    price_per_gpu_hour: float | None = None,
-    confidence: float = 0.9,
-    model_dir: str | Path | None = None,
-    use_learned: bool = True,
+    request: RunRequest | None = None,
+    **options: Any,
 ) -> Comparison:
-    """Predict each config (the same flags applied to all), then each variant of the first config
-    (a few keys changed, native or Ludwig keys as in `sweep`), and compare them with the first."""
-    from perfmodel.config import workload_to_native
-    from perfmodel.prediction import predict
-
+    """Predict each config (the same options applied to all: `request`'s, and a run request's
+    keywords, `perfmodel.request.RunRequest.of`), then each variant of the first config (a few
+    keys changed, native or Ludwig keys as in `sweep`), and compare them with the first."""
+    request = RunRequest.of(request, **options)
     changes = [parse_variant(v) if isinstance(v, str) else dict(v) for v in variants]
     if not configs or len(configs) + len(changes) < 2:
         raise ConfigError("compare needs at least two configs (or a config and a --variant)")
     workloads = []
     first: ConfigSource | None = None
     for i, config in enumerate(configs):
-        source = ConfigSource.load(
-            config,
-            overrides=overrides,
-            tokens=tokens,
-            rows=rows,
-            dataset=dataset,
-            price_per_gpu_hour=price_per_gpu_hour,
-        )
+        source = ConfigSource.of(request.replace(config=config))
         first = first or source
         label = source.label if not isinstance(config, Mapping) else f"config {i + 1}"
         workloads.append((label, source.base()))
@@ -183,9 +173,10 @@ def compare(
             first.check_change_key(key)
         label = ", ".join(f"{k}={v}" for k, v in change.items())
         workloads.append((label, first.workload(change)))
+    predictor = predictor_options(request)
     entries = []
     for label, w in workloads:
-        outcome = Outcome.of(predict(w, confidence=confidence, model_dir=model_dir, use_learned=use_learned))
+        outcome = Outcome.of(predict(w, **predictor))
         entries.append((label, outcome, flatten(workload_to_native(w))))
     labels = [e[0] for e in entries]
     if len(set(labels)) < len(labels):
@@ -216,4 +207,4 @@ def compare(
         for k in keys
         if len({repr(r.resolved.get(k)) for r in runs}) > 1 and k != "model.source"
     }
-    return Comparison(runs=tuple(runs), differences=differences, confidence_level=confidence)
+    return Comparison(runs=tuple(runs), differences=differences, confidence_level=request.confidence)

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfmodel.decide.source import ConfigSource, get_dotted
+from perfmodel.config import workload_to_native
+from perfmodel.config.source import ConfigSource, get_dotted
 from perfmodel.errors import PerfModelError
 
 _QUANT_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -116,7 +117,6 @@ def current_value(source: ConfigSource, key: str) -> Any:
     written = get_dotted(source.raw, key)
     if written is not None:
         return written
-    from perfmodel.config import workload_to_native
 
     try:
         resolved = workload_to_native(source.base())

@@ -12,12 +12,17 @@ suggestions, all in one call of the learned model.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfmodel.analytic import peak_memory
+from perfmodel.config.source import ConfigSource
+from perfmodel.decide.express import express
 from perfmodel.decide.outcome import Outcome
+from perfmodel.errors import ConfigError
+from perfmodel.prediction import predict_many
 from perfmodel.workload import Workload
 
 MICRO_BATCH_LIMIT = 65536
@@ -32,8 +37,6 @@ server, then whole servers)."""
 
 def peak_memory_gb(w: Workload) -> float:
     """The analytic peak memory per GPU, GB (the estimate `predict` reports)."""
-    from perfmodel.analytic import peak_memory
-
     return float(peak_memory(w).total_gb)
 
 
@@ -151,8 +154,6 @@ class FitReport:
 
 
 def _predict_all(workloads: list[Workload], options: dict[str, Any]) -> list[Outcome]:
-    from perfmodel.prediction import predict_many
-
     return [Outcome.of(run) for run in predict_many(workloads, **options)]
 
 
@@ -173,12 +174,12 @@ def suggest_fits(
     use_learned: bool = True,
     max_gpus: int = 1024,
     gpu_counts: Iterable[int] = GPU_COUNTS,
-    config: str | Path | Mapping[str, Any] | None = None,
+    source: ConfigSource | None = None,
 ) -> FitReport:
     """What would make `w` fit, each with its predicted time: the largest micro-batch (gradient
     accumulation raised to keep the global batch), the same with activation checkpointing (when
     off), and the fewest GPUs up to `max_gpus` with the least sharding that fits. Given the config
-    (file or mapping) `w` came from, a Ludwig config's suggestions are also written in Ludwig's keys."""
+    `w` came from (its `ConfigSource`), a Ludwig config's suggestions are also written in Ludwig's keys."""
     options = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
     if fits(w):
         return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w), suggestions=())
@@ -259,18 +260,12 @@ def suggest_fits(
     suggestions = [
         FitSuggestion(outcome=outcome, **fields) for (_, fields), outcome in zip(found, outcomes, strict=True)
     ]
-    if config is not None:
-        suggestions = [_in_dialect(s, w, config) for s in suggestions]
+    if source is not None and source.dialect != "native":
+        suggestions = [_in_dialect(s, w, source) for s in suggestions]
     return FitReport(fits=False, max_micro_batch_size=top, suggestions=tuple(suggestions), notes=tuple(notes))
 
 
-def _in_dialect(s: FitSuggestion, w: Workload, config: str | Path | Mapping[str, Any]) -> FitSuggestion:
-    from perfmodel.decide.express import express
-    from perfmodel.decide.source import ConfigSource
-
-    source = ConfigSource.load(config)
-    if source.dialect == "native":
-        return s
+def _in_dialect(s: FitSuggestion, w: Workload, source: ConfigSource) -> FitSuggestion:
     expressed = express(s.changes, source, w.parallel.num_gpus, w.parallel.strategy)
     if expressed is None:
         return s
@@ -281,8 +276,6 @@ def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, boo
     """`w` on `num_gpus` GPUs (nodes from the catalog's GPUs per server) with `strategy`; gradient
     accumulation lowered to keep the global batch where it divides. Returns (workload, global batch
     kept?), or None when the count does not split into the model-parallel groups."""
-    from perfmodel.errors import ConfigError
-
     par = w.parallel
     unit = par.model_split * par.context_parallel
     if num_gpus % unit:

@@ -132,6 +132,7 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Any:
     ax_time.set_ylabel(f"total time (h), band: {level} interval")
     ax_time.set_title("Predicted training time")
     if any_oom:
+        # matplotlib: only plots need it
         from matplotlib.lines import Line2D
 
         ax_time.add_line(

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfmodel.prediction import predict_many
 from perfmodel.workload import Workload
 
 
@@ -33,8 +34,6 @@ def screen(
     model_dir: str | Path | None = None,
     use_learned: bool = True,
 ) -> list[Screened]:
-    from perfmodel.prediction import predict_many
-
     out = []
     for pred in predict_many(workloads, confidence=confidence, model_dir=model_dir, use_learned=use_learned):
         out.append(

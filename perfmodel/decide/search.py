@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from perfmodel.config.source import ConfigSource
 from perfmodel.decide.express import ludwig_precision
 from perfmodel.decide.fit import largest_divisor_that_fits, with_parallel, with_training
-from perfmodel.decide.source import ConfigSource
 from perfmodel.errors import PerfModelError
 from perfmodel.workload import Workload
 

@@ -4,7 +4,7 @@
 
 Keys are native dotted keys (`training.micro_batch_size`, `hardware.gpu`, `hardware.num_gpus`, ...)
 or, for a Ludwig config, Ludwig keys (`trainer.batch_size`, ...) applied to the Ludwig YAML before
-it is resolved (decide/source.py). The grid is the Cartesian product, the last key varying
+it is resolved (config/source.py). The grid is the Cartesian product, the last key varying
 fastest. A point that cannot be resolved (say bf16 on a GPU without it) is kept with its error
 instead of stopping the sweep. The learned model is loaded once per process.
 """
@@ -16,12 +16,13 @@ import io
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from perfmodel.config.source import ConfigSource
 from perfmodel.decide.outcome import Outcome
-from perfmodel.decide.source import ConfigSource
 from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.prediction import predict_many, predictor_options
+from perfmodel.request import ConfigInput, RunRequest
 
 MAX_POINTS = 10000
 """Largest grid a sweep runs (about 100 s at ~10 ms a point)."""
@@ -41,6 +42,7 @@ CSV_INTERVALS = (
 def parse_vary(text: str) -> tuple[str, list[Any]]:
     """'training.micro_batch_size=1,2,4' -> ('training.micro_batch_size', [1, 2, 4]); each value is
     read as a YAML scalar (so 4 is an int, true a bool, A100-80GB a string)."""
+    # PyYAML: only when YAML is read
     import yaml
 
     if "=" not in text:
@@ -143,30 +145,14 @@ class SweepResult:
 
 
 def sweep(
-    config: str | Path | Mapping[str, Any] | None,
-    vary: Mapping[str, Sequence[Any]] | Sequence[str],
-    *,
-    overrides: Sequence[str] = (),
-    tokens: float | None = None,
-    rows: int | None = None,
-    dataset: str | Path | None = None,
-    price_per_gpu_hour: float | None = None,
-    confidence: float = 0.9,
-    model_dir: str | Path | None = None,
-    use_learned: bool = True,
+    config: ConfigInput | RunRequest, vary: Mapping[str, Sequence[Any]] | Sequence[str], /, **options: Any
 ) -> SweepResult:
-    """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings)."""
-    from perfmodel.prediction import predict_many
-
+    """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings);
+    `options` are a run request's (`perfmodel.request.RunRequest.of`: overrides, tokens, rows,
+    dataset, price_per_gpu_hour, confidence, model_dir, use_learned, ...), applied to every point."""
+    request = RunRequest.of(config, **options)
     varied = _varied(vary)
-    source = ConfigSource.load(
-        config,
-        overrides=overrides,
-        tokens=tokens,
-        rows=rows,
-        dataset=dataset,
-        price_per_gpu_hour=price_per_gpu_hour,
-    )
+    source = ConfigSource.of(request)
     for key in varied:
         source.check_change_key(key)
     grid = list(itertools.product(*varied.values()))
@@ -179,15 +165,15 @@ def sweep(
             resolved.append((values, source.workload(values), None))
         except PerfModelError as exc:
             resolved.append((values, None, str(exc).splitlines()[0]))
-    options: dict[str, Any] = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
+    predictor = predictor_options(request)
     workloads = [w for _, w, _ in resolved if w is not None]
     try:
-        batch: list[Any] = list(predict_many(workloads, **options))
+        batch: list[Any] = list(predict_many(workloads, **predictor))
     except PerfModelError:  # one point cannot be predicted: predict them one by one to say which
         batch = []
         for w in workloads:
             try:
-                batch.append(predict_many([w], **options)[0])
+                batch.append(predict_many([w], **predictor)[0])
             except PerfModelError as exc:
                 batch.append(str(exc).splitlines()[0])
     predictions = iter(batch)
@@ -207,7 +193,7 @@ def sweep(
         dialect=source.dialect,
         varied=varied,
         points=tuple(points),
-        confidence_level=confidence,
+        confidence_level=request.confidence,
         model_kind=kind,
         model_version=version,
     )

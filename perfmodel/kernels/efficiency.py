@@ -31,7 +31,7 @@ The model, per call (seconds):
 - `t_launch`: the per-launch time a single timed call shows (launch, ramp-up, tail) on the device;
   host dispatch time is the step composer's (per recipe).
 
-The parameters are fitted by `fit_efficiency` on the kernel table (log-time least squares, scipy)
+The parameters are fitted by `perfmodel.kernels.fitting.fit_efficiency` on the kernel table (log-time least squares, scipy)
 and shipped as JSON beside this module (`load_efficiency`); `perfmodel kernels show` prints them.
 """
 
@@ -461,11 +461,3 @@ class FitReport:
     """In-sample median absolute percentage error of the fitted rows (fraction)."""
     by_group: dict[str, int] = field(default_factory=dict)
     """Rows used per kernel kind."""
-
-
-def fit_efficiency(table: Any, *, exclude_gpus: tuple[str, ...] | list[str] = ()) -> EfficiencyParams:
-    """Parameters fitted on the kernel table's rows, leaving out every row of `exclude_gpus`
-    (deterministic; well under 2 s on 2 cores for the shipped table)."""
-    from perfmodel.kernels.fitting import fit_efficiency_table  # scipy and pandas: the fit only
-
-    return fit_efficiency_table(table, exclude_gpus=tuple(exclude_gpus)).params

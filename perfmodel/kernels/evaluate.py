@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.kernels.efficiency import build_design, fit_efficiency
+from perfmodel.kernels.efficiency import build_design
+from perfmodel.kernels.fitting import fit_efficiency, measured_seconds
 from perfmodel.kernels.table import pairs_of_table
 
 TARGET_MEDIAN_APE = 0.10
@@ -27,7 +28,6 @@ def held_out_predictions(table: Any, *, gpus: list[str] | None = None, progress:
     APE. `progress(gpu)` is called before each fold."""
     import pandas as pd  # the evaluation is tables
 
-    from perfmodel.kernels.fitting import measured_seconds
 
     names = gpus or sorted(g for g in table["gpu"].unique() if g != "cpu")
     parts = []
@@ -80,6 +80,7 @@ def kernel_eval_tables(table: Any, *, gpus: list[str] | None = None, progress: A
     rows = held_out_predictions(table, gpus=gpus, progress=progress)
     by_kind = _summary(rows, ["kernel_kind", "impl"])
     kinds = _summary(rows, ["kernel_kind"]).assign(impl="all")
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     by_kind = (

@@ -3,12 +3,16 @@ each row back into the `KernelWork` it measured and the accelerator it ran on.""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
 
+from perfmodel.catalog import get_gpu
+from perfmodel.catalog.hardware import get_measured_host
 from perfmodel.errors import DataError
 from perfmodel.kernels.work import KernelWork
+from perfmodel.paths import kernels_dir
 from perfmodel.workload import GPUSpec
 
 
@@ -16,7 +20,6 @@ def load_kernel_table(folder: str | Path | None = None) -> Any:
     """Every parquet of the kernel table as one DataFrame (default: `perfmodel.paths.kernels_dir()`)."""
     import pandas as pd  # the kernel table is a DataFrame; pandas stays out of `perfmodel predict`
 
-    from perfmodel.paths import kernels_dir
 
     path = Path(folder) if folder is not None else kernels_dir()
     files = sorted(path.glob("*.parquet"))
@@ -44,15 +47,11 @@ def work_of_row(row: dict[str, Any]) -> KernelWork:
 
 @functools.cache
 def _catalog_gpu(name: str) -> GPUSpec:
-    from perfmodel.catalog import get_gpu
-
     return get_gpu(name)
 
 
 @functools.cache
 def _host(hardware_id: str) -> GPUSpec:
-    from perfmodel.catalog.hardware import get_measured_host
-
     return get_measured_host(hardware_id)
 
 
@@ -68,8 +67,6 @@ def spec_of_row(row: dict[str, Any], *, strip_measured: bool = False) -> GPUSpec
 
 @functools.cache
 def _stripped(name: str) -> GPUSpec:
-    import dataclasses
-
     return dataclasses.replace(_catalog_gpu(name), measured={})
 
 

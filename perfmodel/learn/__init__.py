@@ -10,6 +10,7 @@ Modules, one job each, in pipeline order:
   evaluate         - the evaluation protocol: folds, worker processes, holdouts
   spread           - seed-to-seed spread of the metrics
   champion         - `decide_champion`: when a new model may replace the champion (pure)
+  report           - an evaluation's tables for people: column specs, cells, Markdown
   run_record       - what a run records: name, description, params, tags, artifacts
   plots            - evaluation figures (matplotlib, Agg)
   train            - `fit_and_log(data, tracker=...)`: fit, save locally, log, register, export

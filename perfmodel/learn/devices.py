@@ -16,6 +16,7 @@ CPU_MARKER = "\n# perfmodel device class: cpu\n"
 
 def cpu_rows(X: Any) -> Any:
     """Boolean mask of the rows measured on (or asked of) a CPU (X: a feature DataFrame)."""
+    # numpy: kept out of import time (the CLI's cold start)
     import numpy as np
 
     if "vendor" not in X:
@@ -29,6 +30,7 @@ def predict_by_device(booster: Any, cpu_booster: Any, X: Any, cpu: Any = None) -
     `X` is a feature DataFrame, or a 2-D float array of `perfmodel.features.feature_matrix`
     (category codes; no pandas needed); `cpu` is the boolean mask of CPU rows, required with an
     array when there is a CPU booster (default: `cpu_rows(X)`)."""
+    # numpy: kept out of import time (the CLI's cold start)
     import numpy as np
 
     out = np.empty(len(X), dtype=float)

@@ -14,7 +14,7 @@ held-out fold, so intervals are evaluated as served, out-of-domain widening incl
 on the same folds: the analytic bound itself (efficiency 1, y_hat = 0) and a constant efficiency
 fitted on the training folds (y_hat = median of training y: "6ND / (peak * MFU)").
 
-Rendering (Markdown, Rich tables) lives in `perfmodel.cli.render_eval`.
+Rendering: Markdown in `perfmodel.learn.report`, Rich tables in `perfmodel.cli.render_eval`.
 """
 
 from __future__ import annotations

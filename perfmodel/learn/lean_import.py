@@ -1,4 +1,5 @@
-"""Import LightGBM without its optional integrations, for one-shot CLI processes.
+"""Import LightGBM without its optional integrations, for one-shot CLI processes; import MLflow
+with its telemetry off (`import_mlflow`).
 
 `import lightgbm` pulls in its optional integrations (scikit-learn, dask, pyarrow, ...), over a
 second of the `perfmodel predict` cold-start budget, although a booster loaded from text needs
@@ -13,6 +14,7 @@ import unless they opt in.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -34,6 +36,7 @@ def import_lightgbm(lean: bool | None = None) -> Any:
     process-wide `LEAN_LIGHTGBM_IMPORT`. A LightGBM already imported is returned as it is."""
     lean = LEAN_LIGHTGBM_IMPORT if lean is None else lean
     if "lightgbm" in sys.modules or not lean:
+        # LightGBM: only when a model is fitted or loaded
         import lightgbm
 
         return lightgbm
@@ -47,3 +50,21 @@ def import_lightgbm(lean: bool | None = None) -> Any:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
     return lightgbm
+
+
+TELEMETRY_SWITCH = "MLFLOW_DISABLE_TELEMETRY"
+"""The environment variable MLflow documents for turning its usage telemetry off."""
+
+
+def import_mlflow() -> Any:
+    """`import mlflow`, with its usage telemetry off unless the user asked for it, without download
+    progress bars, and without the "View run ... at: URL" line MLflow prints on stdout when a run
+    ends on a tracking server (stdout carries `--json` results). Each is a default the user's
+    environment overrides."""
+    os.environ.setdefault(TELEMETRY_SWITCH, "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars on stderr
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout is for results (--json)
+    # mlflow: seconds to import, only tracking needs it
+    import mlflow
+
+    return mlflow

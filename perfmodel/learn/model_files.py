@@ -20,9 +20,14 @@ No numpy, pandas or LightGBM here.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -142,10 +147,6 @@ def write_model_dir(path: str | Path, metadata: Mapping[str, Any], model_text: s
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically exchange two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
-    import ctypes
-    import ctypes.util
-    import sys
-
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -160,9 +161,6 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def write_model_dir_atomically(dest: str | Path, metadata: Mapping[str, Any], model_text: str) -> Path:
     """Replace the model folder `dest` as one unit (see the module docstring)."""
-    import shutil
-    import tempfile
-
     dest = Path(dest)
     if dest.is_symlink():  # replace what the link points to, keep the link
         dest = dest.resolve()

@@ -8,7 +8,7 @@ step_time_low_s, step_time_high_s and warnings ('; '-joined). `params={"confiden
 The logged signature is built from `perfmodel.schema` (`model_signature`), with training rows
 as the input example.
 
-This module imports mlflow (telemetry off, see `perfmodel.tracking.import_mlflow`); only
+This module imports mlflow (telemetry off, see `perfmodel.learn.lean_import.import_mlflow`); only
 training code imports it.
 """
 
@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfmodel.tracking import import_mlflow
+from perfmodel.analytic import estimate
+from perfmodel.features import workload_from_row
+from perfmodel.learn.lean_import import import_mlflow
+from perfmodel.learn.shipped import LearnedModel, learned_step_interval
+from perfmodel.schema import COLUMNS
 
 import_mlflow()
 
@@ -36,6 +40,7 @@ MEASURED_COLUMNS = (
 
 
 def pip_requirements() -> list[str]:
+    # LightGBM, numpy, pandas: only to name the versions the registered model needs
     import lightgbm
     import numpy
     import pandas
@@ -77,11 +82,11 @@ def model_signature() -> Any:
     """Input: every feature-table column but the measurements (each optional except those a
     workload cannot be built without); output: the columns of `predict_rows`; parameter
     `confidence` (default 0.9)."""
+    # mlflow: seconds to import, only tracking needs it
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
     from mlflow.types.schema import AnyType
 
-    from perfmodel.schema import COLUMNS
 
     def col_type(dtype: str) -> Any:
         return AnyType() if INPUT_TYPES[dtype] == "any" else INPUT_TYPES[dtype]
@@ -101,11 +106,9 @@ def model_signature() -> Any:
 def predict_rows(model: Any, rows: Any, confidence: float = 0.9) -> Any:
     """Predictions of a `LearnedModel` for feature-table rows (the pyfunc's output frame)."""
 
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    from perfmodel.analytic import estimate
-    from perfmodel.features import workload_from_row
-    from perfmodel.prediction import learned_step_interval
 
     items = []
     for row in pd.DataFrame(rows).to_dict("records"):
@@ -138,7 +141,6 @@ class PerfmodelThroughputModel(PythonModel):  # type: ignore[misc]
     _skip_type_hint_validation = True
 
     def load_context(self, context):  # type: ignore[no-untyped-def]
-        from perfmodel.learn.shipped import LearnedModel
 
         self._model = LearnedModel.load(context.artifacts["model_dir"])
 

@@ -110,8 +110,8 @@ def dataset_input(data: TrainingData) -> DatasetInput:
 def write_artifacts(evaluation: Evaluation, booster: Any, out: Path) -> list[Path]:
     """Plots and evaluation tables into `out` (logged at the run's artifact root, so the MLflow
     compare page finds the same files in every run)."""
-    from perfmodel.cli.render_eval import evaluation_markdown
     from perfmodel.learn import plots
+    from perfmodel.learn.report import evaluation_markdown
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [

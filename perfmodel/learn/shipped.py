@@ -1,7 +1,8 @@
 """The learned model as the predictor calls it: `load_shipped_model()` and `LearnedModel.correct()`.
 
-A correction is returned in log space: the predictor computes step time = t_bound * exp(log_ratio)
-and its interval t_bound * exp(log_low) .. t_bound * exp(log_high); the interval's width follows
+A correction is returned in log space: step time = t_bound * exp(log_ratio) and its interval
+t_bound * exp(log_low) .. t_bound * exp(log_high), floored (`learned_step_interval`, what the
+predictor and the registered pyfunc both use); the interval's width follows
 `perfmodel.learn.interval_policy`. Files are read and verified by `perfmodel.learn.model_files`
 before LightGBM sees them; a damaged or mismatched model folder is one warning line and the
 analytic fallback, never a crash.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.errors import DataError
+from perfmodel.interval import Interval, floored
 from perfmodel.learn import lean_import, model_files
 from perfmodel.learn.interval_policy import DomainCheck, IntervalPolicy, Query
 from perfmodel.learn.metadata import ModelMetadata, read_model_folder, write_model_folder
@@ -69,6 +72,18 @@ class Corrector(Protocol):
     ) -> list[Correction]:
         """One correction per (workload, analytic estimate), in order."""
         ...
+
+
+def learned_step_interval(
+    est: AnalyticEstimate, log_ratio: float, log_low: float, log_high: float
+) -> tuple[Interval, bool]:
+    """Step time from the learned log ratio and its interval, floored (see `floored`)."""
+    step = Interval(
+        estimate=est.t_bound_s * math.exp(log_ratio),
+        low=est.t_bound_s * math.exp(log_low),
+        high=est.t_bound_s * math.exp(log_high),
+    )
+    return floored(step, est.t_roofline_s)
 
 
 def query_for(w: Workload, features: Mapping[str, Any]) -> Query:

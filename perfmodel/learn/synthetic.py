@@ -19,6 +19,12 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from perfmodel.analytic import estimate
+from perfmodel.catalog import get_gpu, gpu_from_entry, use_extra_gpus
+from perfmodel.errors import PerfModelError
+from perfmodel.features import workload_from_row
+from perfmodel.schema import conform
+
 SYNTHETIC_GPUS: dict[str, dict[str, Any]] = {
     f"synth-{name}": {
         "name": f"synth-{name}",
@@ -151,14 +157,10 @@ def make_synthetic_table(
 ) -> Any:
     """A schema-conforming feature table of `n_rows` synthetic measurements on `gpus` (catalog
     keys; default the fictional `SYNTHETIC_GPUS`, which need `synthetic_catalog()`)."""
+    # numpy: kept out of import time (the CLI's cold start); pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import numpy as np
     import pandas as pd
 
-    from perfmodel.analytic import estimate
-    from perfmodel.catalog import get_gpu
-    from perfmodel.errors import PerfModelError
-    from perfmodel.features import workload_from_row
-    from perfmodel.schema import conform
 
     rng = np.random.default_rng(seed)
     names = tuple(gpus or SYNTHETIC_GPUS)
@@ -219,8 +221,6 @@ def make_synthetic_table(
 
 def synthetic_gpu_specs() -> list[Any]:
     """`SYNTHETIC_GPUS` as GPUSpecs."""
-    from perfmodel.catalog import gpu_from_entry
-
     return [gpu_from_entry(entry) for entry in SYNTHETIC_GPUS.values()]
 
 
@@ -229,7 +229,5 @@ def synthetic_catalog() -> Iterator[None]:
     """Make `SYNTHETIC_GPUS` resolvable through `perfmodel.catalog.get_gpu` inside the block, in
     this process only (`perfmodel.catalog.use_extra_gpus`): evaluation worker processes and
     subprocesses do not see them, so code that fits folds on them runs with `n_jobs=1`."""
-    from perfmodel.catalog import use_extra_gpus
-
     with use_extra_gpus(synthetic_gpu_specs()):
         yield

@@ -13,6 +13,7 @@ Importing this package loads neither torch, transformers, mlflow nor Ludwig.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +35,5 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(name)
-    import importlib
 
     return getattr(importlib.import_module(module), name)

@@ -38,7 +38,7 @@ def _accelerator(args: Any) -> str:
         if str(args.device.type) == "cuda":
             import torch
 
-            from collectors.fingerprint import gpu_catalog_key
+            from perfmodel.measure.fingerprint import gpu_catalog_key
 
             return gpu_catalog_key(torch.cuda.get_device_name(args.device))
     except Exception:  # noqa: BLE001

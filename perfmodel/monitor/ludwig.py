@@ -22,6 +22,7 @@ The prior is perfmodel's prediction for the Ludwig config itself (`config_fp`, o
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
@@ -81,8 +82,6 @@ except Exception:  # noqa: BLE001 - ImportError, or Ludwig failing to import on 
 
 def _cuda() -> bool:
     """True when torch (imported by Ludwig already) sees a CUDA device; True when unsure."""
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is None:
         return True

@@ -7,13 +7,17 @@ monitor then runs on observations alone and says why in `notes`.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel.config import load_workload, workload_to_native
 from perfmodel.errors import PerfModelError
 from perfmodel.monitor.eta import StepTimePrior
+from perfmodel.prediction import predict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,8 +47,6 @@ class PriorInfo:
 
 def native_config(workload: Any) -> dict[str, Any]:
     """The native config of a workload, loadable again (a CPU is written as 'cpu', this machine)."""
-    from perfmodel.config import workload_to_native
-
     cfg = workload_to_native(workload)
     if workload.gpu.vendor == "cpu":
         cfg["hardware"]["gpu"] = "cpu"
@@ -56,8 +58,6 @@ def native_config(workload: Any) -> dict[str, Any]:
 
 def overrides_of(config: Mapping[str, Any]) -> list[str]:
     """A native config mapping as `--set` overrides (section.key=value)."""
-    import json
-
     out = []
     for section, values in config.items():
         if section == "framework":
@@ -74,10 +74,6 @@ def overrides_of(config: Mapping[str, Any]) -> list[str]:
 
 def load_config_workload(config: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> Any:
     """A Workload from a config file or a native mapping (+ `--set` style overrides)."""
-    import dataclasses
-
-    from perfmodel.config import load_workload
-
     if isinstance(config, Mapping):
         w = load_workload(None, overrides=[*overrides_of(config), *overrides])
         framework = config.get("framework")
@@ -100,8 +96,6 @@ def resolve_prior(
     notes: list[str] = []
     steps_known = True
     if prediction is None and config is not None:
-        from perfmodel.prediction import predict
-
         try:
             prediction = predict(
                 load_config_workload(config, overrides), confidence=confidence, model_dir=model_dir

@@ -129,7 +129,7 @@ def write_record(path: str | Path, record: RunRecord) -> Path:
 def this_host_fingerprint() -> dict[str, Any] | None:
     """The collectors' fingerprint of this machine as a dict, or None when it cannot be taken."""
     try:
-        from collectors.fingerprint import collect_fingerprint
+        from perfmodel.measure.fingerprint import collect_fingerprint
 
         return collect_fingerprint().to_dict()
     except Exception:  # noqa: BLE001 - a record without hardware is still worth keeping

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from typing import Any, TextIO
 
 from perfmodel.monitor.core import EtaSnapshot
+from perfmodel.tracking import import_mlflow
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -134,11 +136,8 @@ class MlflowReporter:
         self._last_flush: float | None = None
 
     def report(self, snapshot: EtaSnapshot, *, final: bool = False) -> None:
-        import time
-
-        from perfmodel.tracking import import_mlflow
-
         mlflow = import_mlflow()  # telemetry off unless the user turned it on
+        # mlflow: seconds to import, only tracking needs it
         from mlflow.entities import Metric
 
         metrics = snapshot_metrics(snapshot)

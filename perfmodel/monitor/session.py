@@ -13,6 +13,7 @@ from perfmodel.monitor.core import Clock, EtaSnapshot, Reporter, RunMonitor
 from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.monitor.prior import PriorInfo, resolve_prior
 from perfmodel.monitor.record import RunRecord, this_host_fingerprint, write_record
+from perfmodel.monitor.report import AutoReporter
 from perfmodel.monitor.utilization import Sampler, SystemSampler
 
 
@@ -58,8 +59,6 @@ class MonitorSession:
             "model_dir": model_dir,
         }
         if reporter is None:
-            from perfmodel.monitor.report import AutoReporter
-
             reporter = AutoReporter()
         self.monitor = RunMonitor(
             confidence=confidence,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import PerfModelError
+from perfmodel.measure.storage import measured_row_ids, write_fingerprint, write_shard
 
 
 class DuplicateRunError(PerfModelError, ValueError):
@@ -23,7 +24,7 @@ class DuplicateRunError(PerfModelError, ValueError):
 
 @dataclass(frozen=True)
 class _Fingerprint:
-    """What collectors.storage.write_fingerprint needs from a fingerprint dict."""
+    """What perfmodel.measure.storage.write_fingerprint needs from a fingerprint dict."""
 
     data: dict[str, Any]
 
@@ -48,8 +49,6 @@ def run_key(config: dict[str, Any], hardware_id: str, times: list[float]) -> str
 
 def existing_row_id(out_dir: str | Path, hardware_id: str, key: str) -> str | None:
     """The row_id under which a run with this key is already kept, or None."""
-    from collectors.storage import measured_row_ids
-
     if not Path(out_dir).is_dir():
         return None
     for row_id in measured_row_ids(out_dir, hardware_id):
@@ -63,8 +62,6 @@ def keep_rows(
 ) -> Path:
     """Append `rows` (one run) as a new shard `<prefix>__<hardware_id>__<date>__<part>.parquet` and
     write the host fingerprint; DuplicateRunError when the run is already there."""
-    from collectors.storage import write_fingerprint, write_shard
-
     hw = str(fingerprint["hardware_id"])
     found = existing_row_id(out_dir, hw, key)
     if found is not None:

@@ -1,4 +1,4 @@
-"""Measuring a probe: the collectors' harness (collectors.slices.run_slice) with every step timed
+"""Measuring a probe: the collectors' harness (perfmodel.measure.slices.run_slice) with every step timed
 here too, the budget enforced, and a new plan when the first one is too slow or too big.
 
 Warm-up is the harness's warm-up steps plus any further unsettled steps by the monitor's rule
@@ -15,7 +15,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from perfmodel.catalog import get_gpu
 from perfmodel.errors import PerfModelError, UnsupportedError
+from perfmodel.measure import slices
+from perfmodel.monitor import eta
 from perfmodel.run.plan import MEMORY_FRACTION, Limits, ProbePlan, choose_plan
 
 STEP_BUDGET_FRACTION = 0.5
@@ -42,8 +45,6 @@ class Recorder:
         self.facts: dict[str, Any] = {}
 
     def prepare(self, config: Any, device: Any) -> Any:
-        from collectors import slices
-
         prepared = self.base(config, device)
         inner, dev = prepared.step, prepared.device
 
@@ -75,15 +76,11 @@ def load_average() -> float | None:
 
 
 def host_spec(fingerprint: Any, device_kind: str) -> Any:
-    from perfmodel.catalog import get_gpu
-
     return get_gpu("cpu" if device_kind == "cpu" else fingerprint.gpu)
 
 
 def analyse(times: list[float], warmup: int, confidence: float) -> tuple[int, tuple[float, float, float]]:
     """(warm-up steps, mean step time with interval) of all recorded step times."""
-    from perfmodel.monitor import eta
-
     intervals = [(1, t) for t in times]
     k = max(warmup, eta.warmup_intervals(intervals))
     if len(times) - k < MIN_MEASURED_STEPS:
@@ -113,8 +110,6 @@ def measure_probe(
     notes: list[str],
 ) -> tuple[ProbePlan, Recorder, Any, str]:
     """Plan and run until a probe measured (or the budget / Ctrl-C stopped it)."""
-    from collectors import slices
-
     limits: Limits = plan_args.pop("limits")
     plan = choose_plan(limits=limits, **plan_args)
     for attempt in range(1, MAX_ATTEMPTS + 1):

@@ -1,7 +1,7 @@
 """What a probe runs: the user's workload as one of the collectors' training slices, scaled down
 until it fits this machine's memory and the probe's time budget.
 
-The slice models (collectors/models.py) are built from dimensions: a decoder runs as the
+The slice models (perfmodel/measure/models.py) are built from dimensions: a decoder runs as the
 collectors' Llama-style decoder, an encoder as their BERT-style encoder, a GBM as LightGBM rounds.
 What the slice cannot express is stated, never hidden: a non-gated MLP runs gated, fp8 runs bf16,
 a quantized base runs unquantized, several GPUs run as one, gradient accumulation as one
@@ -21,7 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfmodel.codec import workload_from_row
 from perfmodel.errors import UnsupportedError
+from perfmodel.measure.configs import SliceConfig, analytic_memory, row_fields
+from perfmodel.prediction import predict
 from perfmodel.workload import GPUSpec, Workload
 
 MIN_LAYERS = 1
@@ -38,7 +41,7 @@ class ProbePlan:
     """One candidate probe: the slice to run and the workload it is, on this host."""
 
     config: Any
-    """collectors.configs.SliceConfig to run."""
+    """perfmodel.measure.configs.SliceConfig to run."""
     workload: Workload
     """The probed workload on this host (what the model predicts for the ratio)."""
     scaled: tuple[str, ...] = ()
@@ -93,8 +96,6 @@ def slice_for(
     target: Workload, *, layers: int, seq_len: int, batch: int, supports: Any = None
 ) -> tuple[Any, list[str]]:
     """The collectors' SliceConfig for `target` at the given size, and what differs."""
-    from collectors.configs import SliceConfig
-
     m, t = target.model, target.training
     kind = KIND_OF_ARCH.get(m.arch)
     if kind is None:
@@ -152,9 +153,6 @@ def slice_for(
 
 def probed_workload(config: Any, host: GPUSpec) -> Workload:
     """The workload a slice is, on `host` (through the row codec, as the feature table will read it)."""
-    from collectors.configs import row_fields
-    from perfmodel.codec import workload_from_row
-
     return workload_from_row({**row_fields(config), "gpu": host.name}, gpu=host)
 
 
@@ -183,8 +181,6 @@ def candidate_sizes(target: Workload) -> Iterator[tuple[int, int, int, tuple[str
 
 
 def _memory_gb(config: Any) -> float:
-    from collectors.configs import analytic_memory
-
     if config.kind == "lightgbm":  # float32 features + LightGBM's binned copy and gradients
         return config.micro_batch_size * (config.in_features or 16) * 4 * 3 / 1e9
     return float(analytic_memory(config).total_gb)
@@ -202,8 +198,6 @@ def choose_plan(
 ) -> ProbePlan:
     """The largest probe (module order) that fits `limits`; UnsupportedError naming the smallest
     one's needs when none does."""
-    from perfmodel.prediction import predict
-
     last: tuple[float, float] | None = None
     for layers, seq, batch, scaled in candidate_sizes(target):
         config, notes = slice_for(target, layers=layers, seq_len=seq, batch=batch, supports=limits.supports)

@@ -6,7 +6,7 @@ the model carry only what differs (perfmodel.run.combine).
 1. Predict the target (the prediction before the probe).
 2. Plan the probe: the collectors' slice of the workload, scaled down to this machine
    (perfmodel.run.plan); the time allowed for stepping is half of the budget.
-3. Measure with the collectors' harness (perfmodel.run.measure over collectors.slices.run_slice:
+3. Measure with the collectors' harness (perfmodel.run.measure over perfmodel.measure.slices.run_slice:
    build, warm-up steps, then >= 10 timed steps between device synchronisations), every step's
    time recorded; planned again when too slow or out of memory. The budget and Ctrl-C stop it
    cleanly: with >= 10 measured steps those are used, otherwise the prediction stands.
@@ -23,12 +23,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median, stdev
 from typing import Any
 
+from perfmodel import __version__, paths
+from perfmodel.analytic.totals import total_time_s
+from perfmodel.codec import workload_to_row
 from perfmodel.errors import PerfModelError
+from perfmodel.measure import slices
+from perfmodel.measure.device import make_device
+from perfmodel.measure.fingerprint import collect_fingerprint
+from perfmodel.monitor.prior import native_config
+from perfmodel.monitor.record import RunRecord, write_record
 from perfmodel.prediction import Interval, PredictedRun, predict
 from perfmodel.run.combine import Combined, combine
-from perfmodel.run.keep import run_key
+from perfmodel.run.keep import keep_rows, run_key
 from perfmodel.run.measure import (
     MIN_MEASURED_STEPS,
     ProbeError,
@@ -136,8 +145,6 @@ class ProbeResult:
 
 def updated_prediction(before: PredictedRun, step: Interval, note: str) -> PredictedRun:
     """`before` with its step time (and what follows from it) replaced by `step`."""
-    from perfmodel.analytic.totals import total_time_s
-
     plan = before.plan
     total = Interval(
         estimate=total_time_s(plan, step.estimate),
@@ -179,10 +186,6 @@ def probe_workload(
     """Probe `target` on this machine (the module's steps). `prepare` replaces the collectors'
     slice builder and `gpu_query` their GPU query (tests); `out_dir` defaults to
     `perfmodel.paths.raw_dir()`."""
-    from collectors.device import make_device
-    from collectors.fingerprint import collect_fingerprint
-    from perfmodel import paths
-
     if steps < MIN_MEASURED_STEPS:
         raise PerfModelError(
             f"--steps must be >= {MIN_MEASURED_STEPS} (got {steps}): fewer steps cannot show a spread"
@@ -229,7 +232,6 @@ def probe_workload(
         )
     k, mean_s = analyse(recorder.times, plan.config.warmup_steps, confidence)
     times = recorder.times[k:]
-    from statistics import median, stdev
 
     meas = ProbeMeasurement(
         warmup_times_s=recorder.times[:k],
@@ -301,8 +303,6 @@ def probe_workload(
 
 
 def _same_workload(a: Workload, b: Workload) -> bool:
-    from perfmodel.codec import workload_to_row
-
     ra, rb = workload_to_row(a), workload_to_row(b)
     for row in (ra, rb):
         row.pop("model_name", None)
@@ -311,8 +311,6 @@ def _same_workload(a: Workload, b: Workload) -> bool:
 
 
 def _native(w: Workload) -> dict[str, Any]:
-    from perfmodel.monitor.prior import native_config
-
     return native_config(w)
 
 
@@ -327,10 +325,6 @@ def _keep(
     key: str,
     target: Workload,
 ) -> tuple[str, str]:
-    from collectors import slices
-    from perfmodel import __version__
-    from perfmodel.run.keep import keep_rows
-
     m = slices.Measurement(
         status="ok",
         step_times_s=meas.step_times_s,
@@ -363,8 +357,6 @@ def _keep(
 def _write_record(
     path: str | Path, times: list[float], native: dict[str, Any], fingerprint: Any, probe_pred: PredictedRun
 ) -> Path:
-    from perfmodel.monitor.record import RunRecord, write_record
-
     st = probe_pred.step_time_s
     return write_record(
         path,

@@ -24,8 +24,10 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import json
 import logging
+import os
 import threading
 import uuid
 from collections import OrderedDict
@@ -40,10 +42,20 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from perfmodel.analytic.params import count_params
+from perfmodel.api import predict_document
+from perfmodel.catalog import get_gpu, get_model, gpu_names, model_entry, model_names
+from perfmodel.catalog.prices import default_price
+from perfmodel.config import ludwig, native
+from perfmodel.config.from_text import parse_config_text
+from perfmodel.decide.advise import advise
+from perfmodel.decide.compare import compare
+from perfmodel.decide.sweep import parse_vary, sweep
 from perfmodel.errors import ConfigError, PerfModelError, clip
+from perfmodel.request import RunRequest
 from perfmodel.service import requests as rq
 from perfmodel.service.model_source import FixedModel, LoadedModel, RegistryFollower
-from perfmodel.service.settings import ServiceSettings
+from perfmodel.service.settings import ENV_VAR, ServiceSettings
 
 STATIC_DIR = Path(__file__).parent / "static"
 _log = logging.getLogger("perfmodel.service")
@@ -86,8 +98,6 @@ def _error(status: int, message: str) -> JSONResponse:
 def error_message(exc: PerfModelError) -> str:
     """The CLI's message (first line, or every problem line), in the words of the HTTP API where
     the CLI's would name flags a request does not have."""
-    from perfmodel.config import ludwig, native
-
     text = str(exc)
     if text == ludwig.MISSING_AMOUNT:
         return (
@@ -161,14 +171,10 @@ PARSED_CACHE_MAX_CHARS = 64_000
 
 @functools.lru_cache(maxsize=PARSED_CACHE_ENTRIES)
 def _parse_cached(text: str, source: str) -> dict[str, Any]:
-    from perfmodel.config.from_text import parse_config_text
-
     return parse_config_text(text, source=source)
 
 
 def _config(value: Mapping[str, Any] | str | None, source: str = "the config") -> dict[str, Any] | None:
-    from perfmodel.config.from_text import parse_config_text
-
     if value is None:
         return None
     if isinstance(value, str):
@@ -191,52 +197,22 @@ def _changes(overrides: Mapping[str, Any] | list[str] | None) -> dict[str, Any]:
     }
 
 
-def _options(req: Any, model: LoadedModel) -> dict[str, Any]:
-    return {
-        "confidence": req.confidence,
-        "model_dir": model.model_dir,
-        "use_learned": model.use_learned and not req.analytic,
-    }
+def run_request(
+    req: rq.RunOptions, model: LoadedModel, config: Mapping[str, Any] | None, changes: Mapping[str, Any] | None = None
+) -> RunRequest:
+    """The run request of a body: its config (a mapping: server paths refused, with the body's
+    `set` and a sweep's `changes`) and options, predicted with the model this server serves."""
+    rq.refuse_server_paths(config, {**_changes(req.overrides), **(changes or {})})
+    options = {**req.options(), "model_dir": model.model_dir}
+    options["analytic"] = req.analytic or not model.use_learned
+    return RunRequest.of(config, **options)
 
 
 def predict_job(req: rq.RunRequest, model: LoadedModel) -> dict[str, Any]:
-    from perfmodel.api import predict_document
-
-    config = _config(req.config)
-    rq.refuse_server_paths(config, _changes(req.overrides))
-    return predict_document(
-        config,
-        gpu=req.gpu,
-        num_gpus=req.num_gpus,
-        tokens=req.tokens,
-        rows=req.rows,
-        set=req.overrides,
-        price_per_gpu_hour=req.price_per_gpu_hour,
-        **_options(req, model),
-    )
-
-
-def _decide_inputs(
-    req: rq.RunRequest, model: LoadedModel, changes: Mapping[str, Any] | None = None
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The config (server paths refused) and the keyword arguments sweep and advise take."""
-    from perfmodel.api import overrides_from
-
-    config = _config(req.config)
-    rq.refuse_server_paths(config, {**_changes(req.overrides), **(changes or {})})
-    common = {
-        "overrides": overrides_from(req.overrides, gpu=req.gpu, num_gpus=req.num_gpus),
-        "tokens": req.tokens,
-        "rows": req.rows,
-        "price_per_gpu_hour": req.price_per_gpu_hour,
-        **_options(req, model),
-    }
-    return config, common
+    return predict_document(run_request(req, model, _config(req.config)))
 
 
 def sweep_job(req: rq.SweepRequest, model: LoadedModel, max_points: int) -> dict[str, Any]:
-    from perfmodel.decide.sweep import parse_vary, sweep
-
     vary = dict(req.vary) if isinstance(req.vary, Mapping) else dict(parse_vary(text) for text in req.vary)
     points = 1
     for values in vary.values():
@@ -245,14 +221,10 @@ def sweep_job(req: rq.SweepRequest, model: LoadedModel, max_points: int) -> dict
         raise ConfigError(
             f"the sweep has {points:,} points; this server answers at most {max_points:,} per request"
         )
-    config, common = _decide_inputs(req, model, vary)
-    return dict(sweep(config, vary, **common).to_json())
+    return dict(sweep(run_request(req, model, _config(req.config), vary), vary).to_json())
 
 
 def advise_job(req: rq.AdviseRequest, model: LoadedModel) -> dict[str, Any]:
-    from perfmodel.decide.advise import advise
-
-    config, common = _decide_inputs(req, model)
     search: dict[str, Any] = {
         "deadline_s": req.deadline_s,
         "budget_usd": req.budget_usd,
@@ -261,36 +233,22 @@ def advise_job(req: rq.AdviseRequest, model: LoadedModel) -> dict[str, Any]:
         "conservative": req.conservative,
         "top": req.top,
     }
-    return dict(advise(config, **search, **common).to_json())
+    return dict(advise(run_request(req, model, _config(req.config)), **search).to_json())
 
 
 def compare_job(req: rq.CompareRequest, model: LoadedModel, max_configs: int) -> dict[str, Any]:
-    from perfmodel.api import overrides_from
-    from perfmodel.decide.compare import compare
-
     if len(req.configs) > max_configs:
         raise ConfigError(
             f"{len(req.configs)} configs; this server compares at most {max_configs} per request"
         )
     configs = [_config(c, f"configs[{i}]") or {} for i, c in enumerate(req.configs)]
     for config in configs:
-        rq.refuse_server_paths(config, _changes(req.overrides))
-    result = compare(
-        configs,
-        overrides=overrides_from(req.overrides),
-        tokens=req.tokens,
-        rows=req.rows,
-        price_per_gpu_hour=req.price_per_gpu_hour,
-        **_options(req, model),
-    )
-    return dict(result.to_json())
+        rq.refuse_server_paths(config, {})
+    return dict(compare(configs, request=run_request(req, model, None)).to_json())
 
 
 def gpu_catalog() -> list[dict[str, Any]]:
     """Every accelerator with its list price (the `perfmodel gpus --json` records + price)."""
-    from perfmodel.catalog import get_gpu, gpu_names
-    from perfmodel.decide.cost import default_price
-
     out = []
     for name in gpu_names():
         price = default_price(name)
@@ -302,9 +260,6 @@ def gpu_catalog() -> list[dict[str, Any]]:
 
 def model_catalog() -> list[dict[str, Any]]:
     """Every catalog architecture (the fields of `perfmodel models --json`)."""
-    from perfmodel.analytic.params import count_params
-    from perfmodel.catalog import get_model, model_entry, model_names
-
     out = []
     for name in model_names():
         spec = get_model(name)
@@ -326,8 +281,6 @@ def model_catalog() -> list[dict[str, Any]]:
 
 
 def _decide_has(module: str) -> bool:
-    import importlib.util
-
     try:
         return importlib.util.find_spec(f"perfmodel.decide.{module}") is not None
     except ImportError:
@@ -372,10 +325,6 @@ class BodyLimit:
 def app_from_env() -> FastAPI:
     """The application of one worker process of `perfmodel serve --workers N` (uvicorn's factory):
     the settings the command put in $PERFMODEL_SERVE_SETTINGS."""
-    import os
-
-    from perfmodel.service.settings import ENV_VAR
-
     text = os.environ.get(ENV_VAR)
     return create_app(ServiceSettings.from_json(text) if text else None)
 

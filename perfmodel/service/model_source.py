@@ -25,7 +25,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel import __version__
+from perfmodel.api import predict
+from perfmodel.errors import PerfModelError
+from perfmodel.learn.metadata import read_model_folder, write_model_folder
+from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE, has_model
+from perfmodel.learn.registry import parse_model_uri
+from perfmodel.learn.shipped import LearnedModel
+from perfmodel.paths import model_dir as default_model_dir
+from perfmodel.tracking import MlflowTracker
 
 _log = logging.getLogger("perfmodel.service")
 
@@ -84,9 +92,6 @@ def _now() -> str:
 def load_model_dir(path: Path, source: str, *, version: str | None = None) -> LoadedModel:
     """A verified model folder as a LoadedModel, warmed by one prediction. Raises PerfModelError
     (ModelFileError) when the folder is damaged or does not predict as a learned model."""
-    from perfmodel.api import predict
-    from perfmodel.learn.shipped import LearnedModel
-
     model = LearnedModel.load(path)
     run = predict(WARM_UP_CONFIG, model_dir=path)
     if run.model_kind != "learned":
@@ -106,8 +111,6 @@ def load_model_dir(path: Path, source: str, *, version: str | None = None) -> Lo
 
 
 def analytic_model(source: str) -> LoadedModel:
-    from perfmodel import __version__
-
     return LoadedModel(
         kind="analytic",
         model_dir=None,
@@ -126,8 +129,6 @@ class FixedModel:
     place (`perfmodel train --export` swaps it atomically) is loaded again on the next request."""
 
     def __init__(self, model_dir: Path | None = None) -> None:
-        from perfmodel.paths import model_dir as default_model_dir
-
         self.path = Path(model_dir) if model_dir is not None else default_model_dir()
         self._current: LoadedModel | None = None
         self._stamp: tuple[int | None, ...] = ()
@@ -135,8 +136,6 @@ class FixedModel:
         self._lock = threading.Lock()
 
     def _files_stamp(self) -> tuple[int | None, ...]:
-        from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
-
         stamps: list[int | None] = []
         for name in (MODEL_FILE, METADATA_FILE):
             try:
@@ -150,8 +149,6 @@ class FixedModel:
             self._load()
 
     def _load(self) -> None:
-        from perfmodel.learn.model_files import has_model
-
         self._stamp = self._files_stamp()
         if not has_model(self.path):
             self._error = f"no learned model in {self.path}: analytic model only"
@@ -179,20 +176,6 @@ class FixedModel:
         return {"follows": None, "last_error": self._error}
 
 
-def parse_model_uri(uri: str) -> tuple[str, str | None, str | None]:
-    """'models:/NAME@ALIAS' -> (NAME, ALIAS, None); 'models:/NAME/VERSION' -> (NAME, None, VERSION)."""
-    body = uri[len("models:/") :] if uri.startswith("models:/") else ""
-    if "@" in body:
-        name, alias = body.rsplit("@", 1)
-        if name and alias and "/" not in alias:
-            return name, alias, None
-    elif "/" in body:
-        name, version = body.rsplit("/", 1)
-        if name and version.isdigit():
-            return name, None, version
-    raise ConfigError(f"--model-uri must look like models:/NAME@ALIAS or models:/NAME/VERSION, got {uri!r}")
-
-
 class RegistryFollower:
     """A registered model, its alias followed (see the module docstring)."""
 
@@ -204,8 +187,6 @@ class RegistryFollower:
         poll_interval_s: float = 30.0,
         grace_s: float = 60.0,
     ) -> None:
-        from perfmodel.tracking import MlflowTracker
-
         self.uri = model_uri
         self.name, self.alias, self.fixed_version = parse_model_uri(model_uri)
         self.tracker = MlflowTracker(tracking_uri, model_name=self.name)
@@ -296,8 +277,6 @@ class RegistryFollower:
         return str(mv.version), str(mv.run_id or "")
 
     def _download(self, version: str, run_id: str) -> LoadedModel:
-        from perfmodel.learn.metadata import read_model_folder, write_model_folder
-
         folder = Path(tempfile.mkdtemp(prefix=f"v{version}-", dir=self._root))
         try:
             found = self.tracker.download_model(version, folder / "download")

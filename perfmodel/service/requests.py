@@ -21,7 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from perfmodel.catalog import local_config_path
 from perfmodel.errors import ConfigError, PerfModelError, clip, quote
+from perfmodel.request import BY_NAME
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
 """Content types read as a YAML config."""
@@ -43,10 +45,42 @@ class BadRequest(PerfModelError, ValueError):
         self.status = status
 
 
-class RunRequest(BaseModel):
-    """One run: a config and the flags `perfmodel predict` takes (except --dataset)."""
+SERVER_OPTIONS = ("config", "dataset", "model_dir", "model_uri")
+"""Run-request options (`perfmodel.request.OPTIONS`) a request body does not carry: the config is
+its own field, files on the server are not read, and the server serves its own model."""
+
+
+def _help(name: str) -> str:
+    return BY_NAME[name].help
+
+
+class RunOptions(BaseModel):
+    """The options of a run (`perfmodel.request.OPTIONS`, but the server's own: `SERVER_OPTIONS`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    gpu: str | None = Field(None, description=_help("gpu"))
+    num_gpus: int | None = Field(None, description=_help("num_gpus"))
+    tokens: float | None = Field(None, description=_help("tokens"))
+    rows: int | None = Field(None, description=_help("rows"))
+    overrides: dict[str, Any] | list[str] | None = Field(
+        None,
+        alias="set",
+        description='Native keys to change: {"training.micro_batch_size": 16} or ["key=value"].',
+    )
+    price_per_gpu_hour: float | None = Field(None, description=_help("price_per_gpu_hour"))
+    confidence: float = Field(0.9, description=_help("confidence"))
+    analytic: bool = Field(False, description=_help("analytic"))
+
+    def options(self) -> dict[str, Any]:
+        """The options as `perfmodel.request.RunRequest.of` takes them."""
+        values = {n: getattr(self, n) for n in type(self).model_fields if n in BY_NAME and n not in SERVER_OPTIONS}
+        values["set"] = values.pop("overrides")
+        return values
+
+
+class RunRequest(RunOptions):
+    """One run: a config and the options `perfmodel predict` takes (except --dataset and the model)."""
 
     config: dict[str, Any] | str | None = Field(
         None,
@@ -59,20 +93,6 @@ class RunRequest(BaseModel):
             }
         ],
     )
-    gpu: str | None = Field(None, description="Accelerator name (GET /v1/gpus), over the config's.")
-    num_gpus: int | None = Field(None, description="Number of GPUs, over the config's.")
-    tokens: float | None = Field(None, description="Training tokens (all epochs).")
-    rows: int | None = Field(None, description="Dataset rows (before a Ludwig config's split).")
-    overrides: dict[str, Any] | list[str] | None = Field(
-        None,
-        alias="set",
-        description='Native keys to change: {"training.micro_batch_size": 16} or ["key=value"].',
-    )
-    price_per_gpu_hour: float | None = Field(
-        None, description="USD per GPU-hour (default: the catalog's list price)."
-    )
-    confidence: float = Field(0.9, description="Interval confidence level, in [0.5, 1).")
-    analytic: bool = Field(False, description="Ignore the learned model: the analytic bound only.")
 
 
 class SweepRequest(RunRequest):
@@ -96,20 +116,12 @@ class AdviseRequest(RunRequest):
     top: int = Field(5, description="Options to return per ranking.")
 
 
-class CompareRequest(BaseModel):
-    """Several configs predicted with the same flags, compared with the first."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class CompareRequest(RunOptions):
+    """Several configs predicted with the same options, compared with the first."""
 
     configs: list[dict[str, Any] | str] = Field(
         ..., description="Two or more configs (JSON objects or YAML text)."
     )
-    tokens: float | None = None
-    rows: int | None = None
-    overrides: dict[str, Any] | list[str] | None = Field(None, alias="set")
-    price_per_gpu_hour: float | None = None
-    confidence: float = 0.9
-    analytic: bool = False
 
 
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -237,8 +249,6 @@ def _check(dotted: str, value: Any, where: str) -> None:
 
 
 def _is_path(name: str) -> bool:
-    from perfmodel.catalog import local_config_path
-
     text = name.strip()
     if not text or "\x00" in text:
         return False

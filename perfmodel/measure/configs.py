@@ -15,6 +15,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from perfmodel.analytic.memory import estimate_memory
+from perfmodel.codec import workload_from_row
+from perfmodel.workload import GPUSpec
+
 KINDS = ("llama", "bert", "resnet", "mlp", "lightgbm")
 FAMILY_ARCH = {"llama": "decoder", "bert": "encoder", "resnet": "cnn", "mlp": "mlp", "lightgbm": "gbm"}
 SLICE_PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16")
@@ -194,7 +198,7 @@ def make_run_group(hardware_id: str, config: SliceConfig, device_kind: str = "cp
 
 def row_fields(config: SliceConfig) -> dict[str, Any]:
     """The feature-table fields (perfmodel.schema.COLUMNS) a configuration fixes before anything
-    is measured: model, shapes, training settings, parallel layout. collectors.slices.slice_row
+    is measured: model, shapes, training settings, parallel layout. perfmodel.measure.slices.slice_row
     adds the measurement; collectors.plan predicts from the same fields."""
     is_gbm = config.kind == "lightgbm"
     tf = config.is_transformer
@@ -229,7 +233,7 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
         "lora_target_modules": 2 if config.lora_r else None,  # q and v (lora_params)
         "quantization_bits": None,
         "fused_cross_entropy": None if is_gbm else False,
-        "attention_kernel": "sdpa" if tf else None,  # F.scaled_dot_product_attention (collectors.models)
+        "attention_kernel": "sdpa" if tf else None,  # F.scaled_dot_product_attention (perfmodel.measure.models)
         "torch_compile": None if is_gbm else False,
         "trainable_fraction": None if (is_gbm or config.lora_r) else 1.0,
         "includes_optimizer_step": None if is_gbm else True,
@@ -248,7 +252,7 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
 
 
 def transformer_params(config: SliceConfig) -> int:
-    """Parameters of the llama/bert slice models in collectors.models, counted analytically
+    """Parameters of the llama/bert slice models in perfmodel.measure.models, counted analytically
     (a test checks this equals sum(p.numel()) of the built model)."""
     d = config.hidden_size or 0
     L = config.num_layers or 0
@@ -285,10 +289,6 @@ def analytic_memory(config: SliceConfig) -> MemoryBreakdown:
     """perfmodel's analytic memory model (perfmodel.analytic.memory) applied to a transformer
     slice (its row_fields, read by perfmodel.codec), on a single accelerator with no
     framework-specific buffers."""
-    from perfmodel.analytic.memory import estimate_memory
-    from perfmodel.codec import workload_from_row
-    from perfmodel.workload import GPUSpec
-
     # Only the vendor matters to the memory model; the peaks just let every precision validate.
     device = GPUSpec(name="device", peak_tflops=dict.fromkeys(("fp32", "tf32", "bf16", "fp16", "fp8"), 1.0))
     return estimate_memory(workload_from_row({**row_fields(config), "gpu": device.name}, gpu=device))

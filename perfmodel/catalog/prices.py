@@ -1,5 +1,5 @@
-"""What a run costs: on-demand list prices per GPU-hour (perfmodel/catalog/prices.yaml) and the
-cost interval of a prediction.
+"""What a GPU-hour costs: on-demand list prices per GPU-hour (prices.yaml, beside this module) and
+the price a run is costed at.
 
     cost_usd = gpu_hours x usd_per_gpu_hour
 
@@ -15,18 +15,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from perfmodel.catalog.hardware import resolve_gpu_key
 from perfmodel.errors import CatalogError, ConfigError
+from perfmodel.workload import Workload
 
-if TYPE_CHECKING:
-    from perfmodel.prediction import Interval
-    from perfmodel.workload import Workload
-
-PRICES_FILE = Path(__file__).resolve().parents[1] / "catalog" / "prices.yaml"
+PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 DEFAULT_RULE = "median"
 """How the default price of an accelerator is chosen from its listed prices (see prices.yaml)."""
 
@@ -95,6 +92,7 @@ class PriceQuote:
 
 @functools.cache
 def _price_table() -> dict[str, tuple[ListedPrice, ...]]:
+    # PyYAML: only when YAML is read
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -120,8 +118,6 @@ def _price_table() -> dict[str, tuple[ListedPrice, ...]]:
 
 def listed_prices(gpu: str) -> tuple[ListedPrice, ...]:
     """The list prices of an accelerator (catalog key or alias); empty when none is listed."""
-    from perfmodel.catalog import resolve_gpu_key
-
     key = resolve_gpu_key(gpu) or gpu
     return _price_table().get(key, ())
 
@@ -166,11 +162,6 @@ def no_price_warning(workload: Workload) -> str:
     )
 
 
-def cost_interval(gpu_hours: Interval, usd_per_gpu_hour: float) -> Interval:
-    """Cost in USD of a GPU-hours interval at a fixed price."""
-    return gpu_hours.scaled(usd_per_gpu_hour)
-
-
 def check_price(value: float | None, origin: str = "--price") -> float | None:
     if value is None:
         return None
@@ -185,45 +176,3 @@ def with_price(workload: Workload, usd_per_gpu_hour: float | None) -> Workload:
         return workload
     parallel = dataclasses.replace(workload.parallel, price_per_gpu_hour=check_price(usd_per_gpu_hour))
     return dataclasses.replace(workload, parallel=parallel)
-
-
-def price_in_config(raw: dict[str, Any], overrides: Sequence[str] = ()) -> float | None:
-    """hardware.price_per_gpu_hour as written in a native config mapping or a `--set` override
-    (the last one wins); None when absent."""
-    from perfmodel.config.overrides import parse_override
-
-    value: Any = None
-    hardware = raw.get("hardware")
-    if isinstance(hardware, dict):
-        value = hardware.get("price_per_gpu_hour")
-    for text in overrides:
-        parts, v = parse_override(text)
-        if parts == ("hardware", "price_per_gpu_hour"):
-            value = v
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError as exc:
-            raise ConfigError(f"hardware.price_per_gpu_hour must be a number, got {value!r}") from exc
-    return check_price(value, "hardware.price_per_gpu_hour")
-
-
-def apply_price(
-    workload: Workload,
-    config: str | Path | None = None,
-    overrides: Sequence[str] = (),
-    price: float | None = None,
-) -> Workload:
-    """The workload priced as the user asked: `price` (--price) > hardware.price_per_gpu_hour in
-    `overrides` or the native config file > what the workload already holds."""
-    if price is None:
-        raw: dict[str, Any] = {}
-        if config is not None:
-            from perfmodel.config import detect_format
-            from perfmodel.config.overrides import read_config_file
-
-            raw = read_config_file(config)
-            if detect_format(raw) != "native":
-                raw = {}
-        price = price_in_config(raw, overrides)
-    return with_price(workload, check_price(price))

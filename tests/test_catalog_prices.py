@@ -13,17 +13,16 @@ import yaml
 
 from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog import get_model as _get_model
-from perfmodel.config import load_workload
-from perfmodel.decide.cost import (
+from perfmodel.catalog.prices import (
     PRICES_FILE,
-    cost_interval,
     default_price,
     price_for,
     priced_gpus,
     with_price,
 )
+from perfmodel.config import load_workload
 from perfmodel.errors import ConfigError
-from perfmodel.prediction import Interval, predict
+from perfmodel.prediction import predict
 from perfmodel.workload import ParallelSpec, TrainingSpec, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,12 +71,6 @@ def test_hand_worked_median_of_an_even_and_an_odd_count():
     even = [e["usd_per_gpu_hour"] for e in RAW["gpus"]["L40S"]]
     assert len(even) == 2
     assert default_price("l40s").usd_per_gpu_hour == pytest.approx((even[0] + even[1]) / 2)  # aliases resolve
-
-
-def test_cost_interval_hand_worked():
-    # 10 GPU-hours (8-15) at $2.50 per GPU-hour: $25 ($20-$37.50)
-    cost = cost_interval(Interval(estimate=10.0, low=8.0, high=15.0), 2.5)
-    assert (cost.estimate, cost.low, cost.high) == pytest.approx((25.0, 20.0, 37.5))
 
 
 def _workload(gpu: str = "A100-80GB", num_gpus: int = 4, price: float | None = None) -> Workload:

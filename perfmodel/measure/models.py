@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from collectors.configs import SliceConfig
+from perfmodel.measure.configs import SliceConfig
 
 
 class _Checkpointed(nn.Module):
@@ -355,6 +355,7 @@ def apply_lora(model: nn.Module, r: int, targets: tuple[str, ...] = ("q_proj", "
 def forward_gflops_per_sample(model: Any, device: Any, dtype: torch.dtype) -> float:
     """Forward FLOPs of one sample, counted with torch.utils.flop_counter.FlopCounterMode
     (matmuls and convolutions, 2 FLOPs per multiply-add)."""
+    # torch: seconds to import, only measuring needs it
     from torch.utils.flop_counter import FlopCounterMode
 
     batch = model.synthetic_batch(2, device, dtype)

@@ -13,6 +13,8 @@ import gc
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from perfmodel.errors import ConfigError
+
 PRECISION_DTYPES = {"fp32": "fp32", "tf32": "tf32", "amp_bf16": "bf16", "amp_fp16": "fp16", "bf16": "bf16", "fp16": "fp16"}
 """Training precision -> the compute dtype its matmuls run in."""
 
@@ -135,6 +137,7 @@ class CudaDevice:
     peak_memory_method = "cuda: torch.cuda.max_memory_allocated (reset after build)"
 
     def __init__(self, index: int = 0) -> None:
+        # torch: seconds to import, only measuring needs it
         import torch
 
         self.index = index
@@ -145,6 +148,7 @@ class CudaDevice:
         torch.cuda.set_device(index)
 
     def synchronize(self) -> None:
+        # torch: seconds to import, only measuring needs it
         import torch
 
         torch.cuda.synchronize(self.index)
@@ -153,16 +157,19 @@ class CudaDevice:
         self.release()
 
     def reset_peak_memory(self) -> None:
+        # torch: seconds to import, only measuring needs it
         import torch
 
         torch.cuda.reset_peak_memory_stats(self.index)
 
     def peak_memory_gb(self) -> float | None:
+        # torch: seconds to import, only measuring needs it
         import torch
 
         return torch.cuda.max_memory_allocated(self.index) / 1e9
 
     def release(self) -> None:
+        # torch: seconds to import, only measuring needs it
         import torch
 
         gc.collect()
@@ -177,13 +184,12 @@ class CudaDevice:
 
 def make_device(name: str | None, fingerprint_kind: str) -> Device:
     """'cpu', 'cuda' or 'cuda:N'; None picks CUDA when the fingerprint found a GPU."""
-    from perfmodel.errors import ConfigError
-
     if name is None:
         name = "cuda" if fingerprint_kind == "cuda" else "cpu"
     if name == "cpu":
         return CpuDevice()
     if name.startswith("cuda"):
+        # torch: seconds to import, only measuring needs it
         import torch
 
         if not torch.cuda.is_available():
@@ -194,6 +200,7 @@ def make_device(name: str | None, fingerprint_kind: str) -> Device:
 
 
 def _set_tf32(enabled: bool) -> None:
+    # torch: seconds to import, only measuring needs it
     import torch
 
     value = "tf32" if enabled else "ieee"
@@ -209,6 +216,7 @@ def _set_tf32(enabled: bool) -> None:
 @contextlib.contextmanager
 def fp32_matmul_mode(precision: str) -> Iterator[None]:
     """TF32 on for 'tf32', off (IEEE fp32) for everything else; restored afterwards."""
+    # torch: seconds to import, only measuring needs it
     import torch
 
     matmul = torch.backends.cuda.matmul

@@ -9,15 +9,26 @@ short column names, each interval on the line below its estimate, then fewer col
 
 from __future__ import annotations
 
+import json
+import re
+import textwrap
 from typing import Any
+
+from perfmodel.cli.render import (
+    FitWidth,
+    compact_table,
+    duration_unit,
+    duration_value,
+    fmt_duration,
+    fmt_usd,
+    render_title,
+)
 
 
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, dict):
-        import json
-
         return json.dumps(v, separators=(", ", ": ")).replace('"', "")
     return "-" if v is None else str(v)
 
@@ -42,8 +53,6 @@ _COUNT_UNITS = (("M", 1e6, 1e6), ("k", 1e3, 1e3), ("", 1.0, 0.0))
 def _time(iv: Any) -> tuple[str, str]:
     """A duration interval in the unit of its estimate (`perfmodel.cli.render.duration_unit`):
     ('23.7 h', '(14.9–37.7)')."""
-    from perfmodel.cli.render import duration_unit, duration_value
-
     unit = duration_unit(iv.estimate)
     return (
         f"{duration_value(iv.estimate, unit)} {unit}",
@@ -98,8 +107,6 @@ def _short_key(key: str, values: list[str]) -> str:
     """A column name for a dotted config key at narrow widths: its last part, one word a line
     where it is wider than the values below it ('training.micro_batch_size' -> 'micro/batch/size'
     on three lines)."""
-    import textwrap
-
     words = key.rsplit(".", 1)[-1].replace("_", " ")
     width = max([len(v) for v in values] + [5])
     return "\n".join(textwrap.wrap(words, width=width, break_long_words=False)) or words
@@ -108,17 +115,15 @@ def _short_key(key: str, values: list[str]) -> str:
 def _short_label(label: str) -> str:
     """A compared run's label without the sections of its dotted keys:
     'hardware.gpu=H100-SXM, training.seq_len=1024' -> 'gpu=H100-SXM, seq_len=1024'."""
-    import re
-
     return re.sub(r"(?:[A-Za-z_][\w-]*\.)+(?=[\w-]+=)", "", label)
 
 
 def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tuple[str, ...] = ()) -> Any:
     """The sweep as one table: `narrow` = compact borders and short key names, `two_lines` = each
     interval below its estimate, `drop` = columns left out."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
-    from perfmodel.cli.render import compact_table
 
     table = compact_table() if narrow else _boxed_table()
     values = {k: [_value(p.values[k]) for p in result.points] for k in result.keys}
@@ -149,6 +154,7 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
 
 
 def _boxed_table() -> Any:
+    # rich: only output needs it (the CLI's cold start)
     from rich.table import Table
 
     return Table()
@@ -167,9 +173,9 @@ then without cost (compare uses the first three)."""
 
 
 def render_sweep(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
-    from perfmodel.cli.render import FitWidth, render_title
 
     level = f"{result.confidence_level:.0%}"
     render_title(
@@ -197,9 +203,9 @@ def _ratio(r: Any) -> tuple[str, str]:
 def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any:
     """The comparison as one table: `narrow` = compact borders and short run labels, `two_lines` =
     each interval below its estimate."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
-    from perfmodel.cli.render import compact_table
 
     runs = result.runs
     rate, tokens = _rate_name([r.outcome for r in runs])
@@ -228,9 +234,9 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
 
 
 def render_compare(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
-    from perfmodel.cli.render import FitWidth, render_title
 
     runs = result.runs
     render_title(
@@ -261,6 +267,7 @@ def render_compare(result: Any, console: Any) -> None:
 def _print_fields(console: Any, *fields: str) -> None:
     """Fields (Rich markup) on one indented line three spaces apart, a new line where the next
     field would not fit the console (rather than let Rich break a field in two)."""
+    # rich: only output needs it (the CLI's cold start)
     from rich.text import Text
 
     line = ""
@@ -274,9 +281,9 @@ def _print_fields(console: Any, *fields: str) -> None:
 
 
 def render_advice(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
 
-    from perfmodel.cli.render import fmt_duration, fmt_usd, render_title
 
     wants = []
     if result.deadline_s is not None:

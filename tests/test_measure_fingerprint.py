@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import perfmodel
-from collectors import fingerprint as fpm
-from collectors.fingerprint import GpuInfo, collect_fingerprint
-from collectors.storage import parse_shard_name, write_fingerprint
+from perfmodel.measure import fingerprint as fpm
+from perfmodel.measure.fingerprint import GpuInfo, collect_fingerprint
+from perfmodel.measure.storage import parse_shard_name, write_fingerprint
 
 
 def h200(**kw) -> GpuInfo:
@@ -95,7 +95,7 @@ def test_identical_hosts_share_an_id_and_a_different_cpu_does_not(monkeypatch):
 
 
 def test_any_device_name_gives_an_id_that_names_a_shard(tmp_path):
-    # Shard file names carry the id (collectors.storage): odd driver names must still parse.
+    # Shard file names carry the id (perfmodel.measure.storage): odd driver names must still parse.
     for name in (
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA A100-SXM4-80GB",

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import DataError
-from perfmodel.schema import COLUMNS, MICROBENCH_COLUMNS, Column, conform
+from perfmodel.schema import COLUMNS, MICROBENCH_COLUMNS, Column, conform, empty_frame
 
 MICROBENCH_PREFIX = "microbench"
+FINGERPRINT_PREFIX = "fingerprint"
 DAMAGED_DIR = "damaged"
 """Sub-folder of the output folder where unreadable shards are set aside."""
 _SHARD_RE = re.compile(
@@ -120,6 +121,7 @@ def write_shard(
 ) -> Path:
     """Conform `rows` to the schema and write them as a new part (the next free part number,
     this process's pid in the name); atomic and never overwriting. Returns the path."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     out = Path(out_dir)
@@ -195,6 +197,7 @@ class DamagedShard:
 def _read_table(path: Path, columns: list[str] | None = None) -> Any:
     """The shard as a pyarrow Table; DataError naming the file and the reason when it cannot be
     read (truncated, not parquet, missing columns)."""
+    # pyarrow: only when parquet is read or written
     import pyarrow.parquet as pq
 
     required = _REQUIRED[(parse_shard_name(path) or {}).get("prefix") == MICROBENCH_PREFIX]
@@ -264,9 +267,9 @@ def measured_microbench_keys(out_dir: str | Path, hardware_id: str) -> set[tuple
 def read_rows(out_dir: str | Path, *, microbench: bool = False) -> Any:
     """Every training (or micro-benchmark) row in `out_dir` as one conformed DataFrame.
     DataError on a damaged shard."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    from perfmodel.schema import empty_frame
 
     columns = MICROBENCH_COLUMNS if microbench else COLUMNS
     frames = [_read_table(p).to_pandas() for p in list_shards(out_dir, microbench=microbench)]
@@ -280,8 +283,61 @@ def write_fingerprint(out_dir: str | Path, fingerprint: Any) -> Path:
     between runs)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"fingerprint__{fingerprint.hardware_id}.json"
+    path = out / f"{FINGERPRINT_PREFIX}__{fingerprint.hardware_id}.json"
     tmp = out / f".{path.name}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(fingerprint.to_dict(), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
     return path
+
+
+@dataclass(frozen=True)
+class MeasuredHost:
+    """A host that measured into a collectors' folder: its fingerprint, and its micro-benchmark
+    shards for the ceilings it reached."""
+
+    fingerprint: dict[str, Any]
+    """`fingerprint__{hardware_id}.json` as written (`Fingerprint.to_dict()`)."""
+    out_dir: Path
+    """The folder it measured into."""
+
+    @property
+    def hardware_id(self) -> str:
+        return str(self.fingerprint.get("hardware_id", ""))
+
+    def ceilings(self) -> dict[str, float]:
+        """Best achieved matmul TFLOP/s per dtype and memory-copy GB/s of its micro-benchmark
+        rows with status 'ok' (keys 'matmul_<dtype>_tflops', 'hbm_copy_gb_per_s'); a shard that
+        cannot be read is not evidence and is left out (the collector sets it aside)."""
+        best: dict[str, float] = {}
+        for path in list_shards(self.out_dir, hardware_id=self.hardware_id, microbench=True):
+            try:
+                table = _read_table(path, ["bench", "dtype", "status", "achieved_tflops", "achieved_gb_per_s"])
+            except DataError:
+                continue
+            for r in table.to_pylist():
+                if r["status"] != "ok":
+                    continue
+                if r["bench"] == "matmul" and r["dtype"] and _finite(r["achieved_tflops"]):
+                    key = f"matmul_{r['dtype']}_tflops"
+                    best[key] = max(best.get(key, 0.0), float(r["achieved_tflops"]))
+                elif r["bench"] == "hbm_copy" and _finite(r["achieved_gb_per_s"]):
+                    best["hbm_copy_gb_per_s"] = max(best.get("hbm_copy_gb_per_s", 0.0), float(r["achieved_gb_per_s"]))
+        return best
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and value == value and value not in (float("inf"), float("-inf"))
+
+
+def measured_hosts(out_dir: str | Path) -> tuple[MeasuredHost, ...]:
+    """Every host with a fingerprint in `out_dir` (sorted by file name; an unreadable fingerprint
+    is skipped): what the catalog reads to rebuild a measured host."""
+    out = []
+    for path in sorted(Path(out_dir).glob(f"{FINGERPRINT_PREFIX}__*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict):
+            out.append(MeasuredHost(fingerprint=data, out_dir=Path(out_dir)))
+    return tuple(out)

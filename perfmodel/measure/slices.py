@@ -30,7 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import perfmodel
-from collectors.configs import (
+from perfmodel.analytic.flops import compute_step_flops
+from perfmodel.catalog import get_gpu
+from perfmodel.codec import workload_from_row
+from perfmodel.errors import PerfModelError
+from perfmodel.measure.configs import (
     LUDWIG_GBM_PARAMS,
     SliceConfig,
     make_row_id,
@@ -38,8 +42,9 @@ from collectors.configs import (
     predicted_oom,
     row_fields,
 )
-from collectors.device import CpuDevice, Device, fp32_matmul_mode, is_oom
-from collectors.fingerprint import Fingerprint
+from perfmodel.measure.device import CpuDevice, Device, fp32_matmul_mode, is_oom
+from perfmodel.measure.fingerprint import Fingerprint
+from perfmodel.workload import GPUSpec
 
 Clock = Callable[[], float]
 NOISY_CV = 0.25
@@ -87,9 +92,10 @@ def prepare_slice(config: SliceConfig, device: Device) -> PreparedSlice:
 
 
 def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
+    # torch: seconds to import, only measuring needs it; perfmodel.measure.models imports torch: only this path needs it
     import torch
 
-    from collectors import models
+    from perfmodel.measure import models
 
     if not device.supports(config.precision):
         raise UnsupportedPrecision(f"{config.precision} is not supported on this {device.kind} device")
@@ -146,6 +152,7 @@ def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
 
 
 def _prepare_lightgbm(config: SliceConfig, device: Device) -> PreparedSlice:
+    # LightGBM: only when a model is fitted or loaded; numpy: kept out of import time (the CLI's cold start)
     import lightgbm as lgb
     import numpy as np
 
@@ -296,11 +303,6 @@ def model_flops_per_step(config: SliceConfig, facts: dict[str, Any]) -> tuple[fl
     perfmodel.analytic.flops.compute_step_flops on the Workload its row describes (read by
     perfmodel.codec). (None, None) for LightGBM, or when the row cannot be costed (a CNN/MLP
     without its measured forward FLOPs)."""
-    from perfmodel.analytic.flops import compute_step_flops
-    from perfmodel.codec import workload_from_row
-    from perfmodel.errors import PerfModelError
-    from perfmodel.workload import GPUSpec
-
     if config.kind == "lightgbm":
         return None, None
     row = {
@@ -321,9 +323,6 @@ def model_flops_per_step(config: SliceConfig, facts: dict[str, Any]) -> tuple[fl
 
 def _datasheet_peak_tflops(gpu: str, compute_dtype: str | None) -> float | None:
     """Dense datasheet peak TFLOP/s of `gpu` (catalog key) for `compute_dtype`, None if unknown."""
-    from perfmodel.catalog import get_gpu
-    from perfmodel.errors import PerfModelError
-
     if not compute_dtype:
         return None
     try:

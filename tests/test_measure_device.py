@@ -7,9 +7,9 @@ import types
 import pytest
 import torch
 
-from collectors import device as devmod
-from collectors.device import CpuDevice, CudaDevice, fp32_matmul_mode, is_oom, make_device
 from perfmodel.errors import ConfigError
+from perfmodel.measure import device as devmod
+from perfmodel.measure.device import CpuDevice, CudaDevice, fp32_matmul_mode, is_oom, make_device
 
 
 @pytest.fixture

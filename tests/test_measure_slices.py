@@ -10,17 +10,17 @@ import pandas as pd
 import pytest
 import torch
 
-from collectors import models
-from collectors.configs import (
+from perfmodel.measure import models
+from perfmodel.measure.configs import (
     SliceConfig,
     estimate_static_memory_gb,
     lora_params,
     predicted_oom,
     transformer_params,
 )
-from collectors.device import CpuDevice
-from collectors.fingerprint import collect_fingerprint
-from collectors.slices import model_flops_per_step, run_slice, slice_row
+from perfmodel.measure.device import CpuDevice
+from perfmodel.measure.fingerprint import collect_fingerprint
+from perfmodel.measure.slices import model_flops_per_step, run_slice, slice_row
 from perfmodel.schema import COLUMNS, conform
 
 LLAMA = SliceConfig(
@@ -213,9 +213,9 @@ def test_committed_rows_achieved_tflops_agree_with_the_analytic_convention():
     # gradients (2 x their params) are no longer counted (< 1 %); bert: the pooler and classifier (on
     # one token per sample, not every token) and the bias vectors are no longer in N (< 5 %); CNN/MLP:
     # 3 x measured forward FLOPs both ways.
-    from collectors.storage import list_shards, read_rows
     from perfmodel.analytic.flops import compute_step_flops
     from perfmodel.codec import workload_from_row
+    from perfmodel.measure.storage import list_shards, read_rows
     from perfmodel.workload import GPUSpec
 
     raw = Path(__file__).resolve().parents[1] / "datasets" / "raw"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import perfmodel
+from perfmodel.catalog import local_cpu_facts, resolve_gpu_key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +110,7 @@ def query_gpus_nvml() -> list[GpuInfo]:
     each GPU takes torch's properties from the visible device of the same name, never by index:
     the hardware id is then the same with and without hidden GPUs. A model of which no device is
     visible gets sm_count 0 and no compute capability."""
+    # nvidia-ml-py: optional, only a GPU query needs it
     import pynvml
 
     pynvml.nvmlInit()
@@ -145,6 +147,7 @@ def query_gpus_nvml() -> list[GpuInfo]:
 
 def query_gpus_torch() -> list[GpuInfo]:
     """Fallback when NVML fails but torch sees CUDA devices (no clocks or power then)."""
+    # torch: seconds to import, only measuring needs it
     import torch
 
     if not torch.cuda.is_available():
@@ -195,8 +198,6 @@ def _default_query() -> list[GpuInfo]:
 
 
 def _cpu_facts() -> tuple[str, int, float]:
-    from perfmodel.catalog import local_cpu_facts
-
     return local_cpu_facts()
 
 
@@ -207,8 +208,6 @@ def _slug(text: str) -> str:
 
 def gpu_catalog_key(name: str) -> str:
     """The catalog key for a driver-reported device name; the name itself if the catalog lacks it."""
-    from perfmodel.catalog import resolve_gpu_key
-
     for candidate in (name, re.sub(r"^nvidia\s+", "", name, flags=re.IGNORECASE)):
         key = resolve_gpu_key(candidate)
         if key:
