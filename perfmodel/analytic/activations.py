@@ -3,7 +3,7 @@ framework recipe runs it (perfmodel.recipes: which kernels are fused, how an unf
 how grouped K/V heads meet attention, the LoRA adapters' dtype).
 
 The layer's forward is written out below op by op, as the module source runs it (transformers
-LlamaDecoderLayer / GPT2Block / BertLayer, this project's collectors/models.py, Liger-Kernel's
+LlamaDecoderLayer / GPT2Block / BertLayer, this project's perfmodel/measure/models.py, Liger-Kernel's
 autograd functions), over symbolic tensors that carry a width, a dtype and whether they require a
 gradient. Each op keeps what its autograd definition keeps (PyTorch tools/autograd/derivatives.yaml;
 the generated code saves an input only when a gradient that needs it is required):

@@ -17,7 +17,7 @@ of backward (every gradient) and the optimizer step (its temporaries: foreach Ad
 copy of the second moments). With gradient accumulation the gradients of earlier micro-batches
 are held throughout.
 
-Checked against the FakeTensor oracle (collectors/memory_oracle.py, exact for what it runs) on a
+Checked against the FakeTensor oracle (perfmodel/measure/memory_oracle.py, exact for what it runs) on a
 grid of shapes (docs/memory.md, tests/test_memory_oracle.py) and against published measurements
 (`perfmodel memcheck`).
 """

@@ -34,8 +34,8 @@ What is built (from the workload's dimensions, never downloaded):
     first one's gradients held), then gradient clipping and the step.
 
 What it cannot run is said by `unsupported_reason` (several GPUs, torch.compile, FP8, MoE, ...).
-torch and transformers are imported inside the functions (heavy; the rest of perfmodel never
-needs them).
+This module imports torch (like perfmodel.measure.models): callers import it only when they run
+the oracle. transformers, an optional package, is imported where a transformers model is built.
 """
 
 from __future__ import annotations
@@ -47,7 +47,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools import mem_tracker
+from torch.profiler import ProfilerActivity, profile
+from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
 from perfmodel.catalog.frameworks import recipe_of
+from perfmodel.measure import models
+from perfmodel.measure.configs import SliceConfig
 from perfmodel.workload import Workload
 
 GB = 1e9
@@ -132,8 +141,6 @@ def oracle_memory(w: Workload) -> OracleMemory:
     reason = unsupported_reason(w)
     if reason:
         raise ValueError(f"the memory oracle cannot run this workload: {reason}")
-    from torch._subclasses.fake_tensor import FakeTensorMode  # heavy: only the oracle needs torch
-    from torch.distributed._tools import mem_tracker
 
     started = time.perf_counter()
     with _cuda_rounding(mem_tracker), FakeTensorMode(allow_non_fake_inputs=True):
@@ -168,9 +175,6 @@ def measured_cpu_peak_gb(w: Workload) -> float:
     reason = unsupported_reason(w)
     if reason:
         raise ValueError(f"the memory oracle cannot run this workload: {reason}")
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
 
     torch.manual_seed(0)
     built = _build(w)
@@ -249,7 +253,6 @@ class _Built:
 
 def _dtypes(w: Workload) -> tuple[Any, Any]:
     """(parameter dtype, autocast dtype or None)."""
-    import torch
 
     p = w.training.precision
     weights = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(p, torch.float32)
@@ -258,7 +261,7 @@ def _dtypes(w: Workload) -> tuple[Any, Any]:
 
 
 def _source(w: Workload) -> str:
-    """Whose modules the step runs: this project's plain-PyTorch models (collectors.models: the
+    """Whose modules the step runs: this project's plain-PyTorch models (perfmodel.measure.models: the
     torch-eager recipe's torch.nn.RMSNorm, repeated K/V heads, adapters in the model's dtype) or
     Hugging Face transformers' (every other recipe)."""
     recipe = recipe_of(w)
@@ -272,10 +275,7 @@ def _build(w: Workload) -> _Built:
 
 
 def _build_torch(w: Workload) -> _Built:
-    import torch
 
-    from collectors import models
-    from collectors.configs import SliceConfig
 
     m, t = w.model, w.training
     weights, _ = _dtypes(w)
@@ -302,13 +302,12 @@ def _build_torch(w: Workload) -> _Built:
         models.apply_lora(model, t.lora_r, tuple(names[x] for x in LORA_TARGET_ORDER[: t.lora_target_modules]))
     if t.activation_checkpointing:
         _checkpoint_torch(model, t.checkpointing_policy)
-    description = f"collectors.models {type(model).__name__} (plain PyTorch, torch {torch.__version__}), {weights}"
+    description = f"perfmodel.measure.models {type(model).__name__} (plain PyTorch, torch {torch.__version__}), {weights}"
     return _Built(model=model, body=None, head=None, layers=layers, description=description, notes=[])
 
 
 def _build_hf(w: Workload) -> _Built:
-    import torch
-    import transformers
+    import transformers  # an optional package (the dev extra): only transformers-built models need it
 
     transformers.logging.set_verbosity_error()  # its notes about use_cache and checkpointing
 
@@ -390,7 +389,6 @@ def _role(name: str) -> str:
 
 
 def _linears(layer: Any, gated: bool) -> list[tuple[str, Any]]:
-    import torch
 
     return [
         (n, mod) for n, mod in layer.named_modules()
@@ -405,7 +403,6 @@ def _replace(root: Any, dotted: str, new: Any) -> None:
 
 
 def _lora_class() -> type:
-    import torch
 
     class LoraLinear(torch.nn.Module):
         """PEFT's lora.Linear forward (see the module docstring)."""
@@ -434,7 +431,6 @@ def _LoraLinear(base: Any, r: int, dropout: float) -> Any:  # noqa: N802 - a cla
 
 
 def _linear4bit_class() -> type:
-    import torch
 
     class MatMul4Bit(torch.autograd.Function):
         """bitsandbytes autograd/_functions.py MatMul4Bit: dequantise, matmul; keeps (A, B) in
@@ -486,7 +482,6 @@ def _Linear4bit(base: Any) -> Any:  # noqa: N802 - a class factory
 def _liger_functions() -> dict[str, Any]:
     """Autograd functions with the memory behaviour of Liger-Kernel's Triton kernels
     (linkedin/Liger-Kernel src/liger_kernel/ops/): what they allocate and what they save."""
-    import torch
 
     class RMSNorm(torch.autograd.Function):
         """rms_norm.py LigerRMSNormFunction: Y new; saves X, W and RSTD (fp32, one per row)."""
@@ -534,7 +529,7 @@ def _liger_functions() -> dict[str, Any]:
 
 
 def _fuse_like_liger(model: Any, layers: list[Any], kinds: tuple[str, ...]) -> None:
-    import transformers.models.llama.modeling_llama as llama
+    import transformers.models.llama.modeling_llama as llama  # the optional package, as in _build_hf
 
     fns = _liger_functions()
     if "norm" in kinds:
@@ -557,7 +552,7 @@ def _rope_patched(model: Any) -> Iterator[None]:
     if rope is None:
         yield
         return
-    import transformers.models.llama.modeling_llama as llama
+    import transformers.models.llama.modeling_llama as llama  # the optional package, as in _build_hf
 
     original = llama.apply_rotary_pos_emb
 
@@ -585,7 +580,6 @@ def _cuda_dispatch() -> Iterator[None]:
       * F.dropout: CUDA runs aten native_dropout, which keeps a 1-byte mask; the CPU runs the
         composite `input * noise`, which keeps a noise tensor of the input's dtype
         (aten/src/ATen/native/Dropout.cpp is_fused_kernel_acceptable)."""
-    import torch
 
     functional = torch.nn.functional
     rms_norm, sdpa, dropout = functional.rms_norm, functional.scaled_dot_product_attention, functional.dropout
@@ -614,7 +608,6 @@ def _cuda_dispatch() -> Iterator[None]:
 
 
 def _fused_rms_norm_class() -> Any:
-    import torch
 
     class FusedRMSNorm(torch.autograd.Function):
         """aten _fused_rms_norm on CUDA: output in the input's dtype, rstd fp32 per row; backward
@@ -645,8 +638,6 @@ distributed/activation_checkpoint.py _save_list), except every second matmul."""
 
 def selective_context_fn() -> Callable[[], Any]:
     """torch.utils.checkpoint context_fn implementing torchtitan's per-op selective policy."""
-    import torch
-    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     save = {getattr(torch.ops.aten, name.split(".")[0]).default for name in TORCHTITAN_SAVE_OPS}
     mm = torch.ops.aten.mm.default
@@ -676,9 +667,8 @@ def _checkpoint_hf(model: Any, policy: str) -> None:
 
 
 def _checkpoint_torch(model: Any, policy: str) -> None:
-    """collectors.models' own checkpointing (torch.utils.checkpoint around every block), with the
+    """perfmodel.measure.models' own checkpointing (torch.utils.checkpoint around every block), with the
     selective policy as its context_fn when asked."""
-    from torch.utils.checkpoint import checkpoint
 
     if policy == "full":
         model.activation_checkpointing = True
@@ -700,7 +690,6 @@ class _Step:
 
     def prepare(self) -> None:
         """Inputs, optimizers and their states (created once, as after the first step)."""
-        import torch
 
         w, t = self.w, self.w.training
         b, s = t.micro_batch_size, t.seq_len
@@ -734,7 +723,6 @@ class _Step:
         self.in_backward = in_backward
 
     def _optimizer(self, params: list[Any], state: str) -> Any:
-        import torch
 
         t = self.w.training
         impl = self.recipe.optimizer_impl
@@ -752,7 +740,6 @@ class _Step:
         return cls(params, lr=1e-4, **kw)
 
     def run(self, tracker: Any) -> None:
-        import torch
 
         t = self.w.training
         _, cast = _dtypes(self.w)
@@ -777,7 +764,6 @@ class _Step:
                     opt.zero_grad(set_to_none=True)
 
     def _loss(self) -> Any:
-        import torch
 
         ids, labels = self.inputs
         model, built = self.built.model, self.built
@@ -803,7 +789,6 @@ class _Step:
 
 
 def _flce_class() -> Any:
-    import torch
 
     class FusedLinearCrossEntropy(torch.autograd.Function):
         """Liger-Kernel fused_linear_cross_entropy.py: the LM head and the loss chunk by chunk in
@@ -838,7 +823,6 @@ def _flce_class() -> Any:
 
 
 def _bnb_adam_class() -> type:
-    import torch
 
     class Adam8bit(torch.optim.Optimizer):
         """bitsandbytes Optimizer8bit / PagedAdamW8bit states: uint8 first and second moments with
