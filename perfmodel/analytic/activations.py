@@ -158,6 +158,9 @@ class LayerKey:
     fused: tuple[str, ...]
     """The recipe's fused kernel kinds (perfmodel.recipes.FrameworkRecipe.fused)."""
     native_norm: bool
+    kv_cache: bool
+    """The model copies keys and values into a KV cache that attention then reads (transformers
+    with use_cache, no checkpointing)."""
     """torch.nn.RMSNorm (aten rms_norm) instead of the module's own fp32 upcast."""
     gqa: str
     lora_dtype: str
@@ -175,6 +178,7 @@ def layer_key(w: Workload, *, first: bool) -> LayerKey:
         attention=t.attention_kernel, dropout=float(m.dropout), targets=targets, lora_r=int(t.lora_r or 0),
         lora_dropout=float(t.lora_dropout), full=full, quantized=bool(t.quantization_bits),
         input_grad=full if first else (full or bool(targets)), fused=recipe.fused, native_norm=recipe.native_norm,
+        kv_cache=recipe.kv_cache and not t.activation_checkpointing,
         gqa=recipe.gqa, lora_dtype=recipe.lora_dtype,
     )  # fmt: skip
 
@@ -352,6 +356,9 @@ def _gpt2_layer(tr: _Trace, k: LayerKey, x: T, res: int, act: int) -> None:
     if attn.grad:  # q, k, v are views of one storage: SDPA keeps all of it
         tr.keep(qkv, "attention", "flash/SDPA keeps q, k, v: views of the c_attn output")
         tr.kept.pop(id(third), None)
+        if k.kv_cache:  # k and v reach attention as the cache's copies (torch.cat), kept beside q's storage
+            tr.keep(T("keys in the KV cache", k.q, qkv.dtype, True), "attention", "flash/SDPA keeps the cache's keys")
+            tr.keep(T("values in the KV cache", k.q, qkv.dtype, True), "attention", "flash/SDPA keeps the cache's values")
     o = _dropout(tr, k, _proj(tr, k, attn, "o", k.d, res, act), "attention residual")
     x = tr.new("residual after attention", k.d, res, x, o)
     h = _layer_norm(tr, k, x, "ln_2")

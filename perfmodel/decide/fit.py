@@ -2,11 +2,12 @@
 keeping the global batch), the same with activation checkpointing, and the fewest GPUs (with a
 sharding strategy) that fit, each with its predicted time.
 
-"Fits" is exactly `predict`'s verdict: the analytic peak memory per GPU (estimate) is at most the
-accelerator's memory. Memory is affine in the micro-batch (activations and logits are linear in
-it), so the largest fitting micro-batch is read off the memory model alone and checked on both
-sides of the boundary (bisection where the check fails); predictions are made only for the
-suggestions, all in one call of the learned model.
+"Fits" is exactly `predict`'s verdict (perfmodel.analytic.fit_verdict: "fits" or "tight", the
+device total's estimate at most the accelerator's memory). Memory grows affinely with the
+micro-batch within each phase of the step (activations and logits are linear in it), so the
+largest fitting micro-batch is read off the memory model alone and checked on both sides of the
+boundary (bisection where the check fails); predictions are made only for the suggestions, all
+in one call of the learned model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfmodel.analytic import peak_memory
+from perfmodel.analytic.fit_verdict import verdict_of
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.express import express
 from perfmodel.decide.outcome import Outcome
@@ -36,14 +37,13 @@ server, then whole servers)."""
 
 
 def peak_memory_gb(w: Workload) -> float:
-    """The analytic peak memory per GPU, GB (the estimate `predict` reports)."""
-    return float(peak_memory(w).total_gb)
+    """The device total per GPU the verdict compares, GB (its estimate)."""
+    return verdict_of(w).device_gb
 
 
 def fits(w: Workload) -> bool:
-    """`predict`'s verdict: peak memory estimate <= the accelerator's memory (no limit known: True)."""
-    capacity = float(w.gpu.memory_gb)
-    return not capacity or peak_memory_gb(w) <= capacity
+    """`predict`'s verdict: 'fits' or 'tight' (no limit known: True)."""
+    return verdict_of(w).fits
 
 
 def with_training(w: Workload, **changes: Any) -> Workload:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +144,9 @@ def oracle_memory(w: Workload) -> OracleMemory:
         raise ValueError(f"the memory oracle cannot run this workload: {reason}")
 
     started = time.perf_counter()
-    with _cuda_rounding(mem_tracker), FakeTensorMode(allow_non_fake_inputs=True):
+    with warnings.catch_warnings(), _cuda_rounding(mem_tracker), FakeTensorMode(allow_non_fake_inputs=True):
+        # ModTracker warns "Module is None" for modules that run only in backward (recomputation)
+        warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
         built = _build(w)
         step = _Step(w, built)
         step.prepare()
@@ -579,10 +582,13 @@ def _cuda_dispatch() -> Iterator[None]:
         it without dropout;
       * F.dropout: CUDA runs aten native_dropout, which keeps a 1-byte mask; the CPU runs the
         composite `input * noise`, which keeps a noise tensor of the input's dtype
-        (aten/src/ATen/native/Dropout.cpp is_fused_kernel_acceptable)."""
+        (aten/src/ATen/native/Dropout.cpp is_fused_kernel_acceptable);
+      * F.softmax under autocast: CUDA's autocast runs it in fp32 (aten/src/ATen/autocast_mode.cpp
+        fp32 list), the CPU's leaves it in 16-bit."""
 
     functional = torch.nn.functional
     rms_norm, sdpa, dropout = functional.rms_norm, functional.scaled_dot_product_attention, functional.dropout
+    softmax = functional.softmax
     fused = _fused_rms_norm_class()
 
     def cuda_rms_norm(x: Any, shape: Any, weight: Any = None, eps: Any = None) -> Any:
@@ -598,13 +604,18 @@ def _cuda_dispatch() -> Iterator[None]:
             return torch.native_dropout(x, p, True)[0]
         return dropout(x, p, training, inplace)
 
+    def fp32_softmax(x: Any, dim: Any = None, _stacklevel: int = 3, dtype: Any = None) -> Any:
+        if dtype is None and x.dtype in (torch.float16, torch.bfloat16) and torch.is_autocast_enabled("cpu"):
+            dtype = torch.float32  # CUDA autocast's fp32 list has softmax; the CPU's does not
+        return softmax(x, dim=dim, dtype=dtype)
+
     functional.rms_norm, functional.scaled_dot_product_attention = cuda_rms_norm, flash_sdpa
-    functional.dropout = fused_dropout
+    functional.dropout, functional.softmax = fused_dropout, fp32_softmax
     try:
         yield
     finally:
         functional.rms_norm, functional.scaled_dot_product_attention = rms_norm, sdpa
-        functional.dropout = dropout
+        functional.dropout, functional.softmax = dropout, softmax
 
 
 def _fused_rms_norm_class() -> Any:
