@@ -10,7 +10,7 @@ Three checks, each against a reference that is not the model itself:
     precision; a false fit is a verdict of "fits" or "tight" on a card whose memory the measured
     peak exceeds (counted over all cards, and near the boundary: within 25% of the measured peak);
   * the FakeTensor oracle (`perfmodel.paths.memory_oracle_path()`, datasets/memory/oracle_grid.csv,
-    written by `python -m perfmodel.measure.memory_grid`): the analytic allocated peak against
+    written by `python -m collectors.memory_grid`): the analytic allocated peak against
     the oracle's exact one on a grid of shapes.
 """
 

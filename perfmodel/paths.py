@@ -67,7 +67,7 @@ def peak_memory_path() -> Path:
 
 
 def memory_oracle_path() -> Path:
-    """The FakeTensor oracle's peaks on the memory grid (`python -m perfmodel.measure.memory_grid`)."""
+    """The FakeTensor oracle's peaks on the memory grid (`python -m collectors.memory_grid`)."""
     return datasets_dir() / "memory" / "oracle_grid.csv"
 
 

@@ -37,7 +37,7 @@ def memcheck_command(
         )
     grid_path = oracle or memory_oracle_path()
     if not Path(grid_path).is_file():
-        raise DataError(f"no oracle grid at {grid_path}; write it with `python -m perfmodel.measure.memory_grid`")
+        raise DataError(f"no oracle grid at {grid_path}; write it with `python -m collectors.memory_grid`")
     result = check_memory(target)
     grid = check_oracle_grid(grid_path)
     cols = (

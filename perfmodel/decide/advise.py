@@ -284,7 +284,7 @@ def advise(
         native_changes={},
         outcome=current_pred,
         meets_constraints=_meets(current_pred, *constraints),
-        tight_memory=current_pred.memory_verdict is not None and current_pred.memory_verdict.verdict == "tight",
+        tight_memory=current_pred.tight,
     )
     meeting = [o for o in found if o.meets_constraints]
     if budget_usd is not None:

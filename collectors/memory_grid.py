@@ -4,7 +4,7 @@ model) at up to 32k tokens per micro-batch, QLoRA, full fine-tuning with every o
 format, GQA models with 128k vocabularies, the fused (Liger) and chunked (torchtune) losses,
 checkpointing full and selective, small models at large micro-batches, GPT-2 and BERT.
 
-`python -m perfmodel.measure.memory_grid` runs the oracle on every shape and writes
+`python -m collectors.memory_grid` runs the oracle on every shape and writes
 `perfmodel.paths.memory_oracle_path()` (datasets/memory/oracle_grid.csv); `perfmodel memcheck`
 and tests/test_memory_oracle.py compare the analytic model with it. A run takes minutes (one
 fake step per shape, seconds each).
