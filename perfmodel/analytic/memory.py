@@ -330,7 +330,7 @@ def _transformer(w: Workload, p: ParamCounts) -> _Peak:
         # the first layer's q/k/v when the embedding is frozen: their input needs no gradient)
         head = pr.head + (V * d if m.tied_embeddings and m.arch == "decoder" else 0.0)
         first_qkv = 0.0 if first_input_grad(w) else d * (m.attention_width + 2 * m.kv_heads * m.head_width)
-        copies = 2.0 * (pr.linear - first_qkv + head) / split_model
+        copies = 2.0 * (pr.linear - first_qkv + head + pr.lora) / split_model  # LoRA adapters: cached casts
         by_kernel["autocast weight copies"] = copies
     elif amp and t.quantization_bits:
         copies = 2.0 * pr.head / split_model

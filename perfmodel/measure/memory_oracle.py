@@ -880,3 +880,56 @@ def _bnb_adam_class() -> type:
                 self.state[p] = tensors
 
     return Adam8bit
+
+
+def kernel_benchmark_peak_mib(kernel: str, provider: str, x_value: int, config: dict[str, Any]) -> float:
+    """The peak allocated memory (MiB) of one of Liger-Kernel's memory benchmarks
+    (benchmark/scripts/benchmark_{rms_norm,swiglu}.py, `full` mode: forward, then backward with a
+    random output gradient, retain_graph=True, its steady state over repeated calls), with the
+    eager (`huggingface`) module or the fused kernel's memory behaviour (`liger`, as the oracle
+    emulates it): how much a fused kernel saves, to check against the benchmark's measured rows.
+    kernel: rms_norm (config M; x_value = hidden size) or swiglu (config B, hidden_size,
+    intermediate_size; x_value = sequence length)."""
+    import transformers.models.llama.modeling_llama as llama  # the optional package, as in _build_hf
+
+    fns = _liger_functions()
+    dtype = torch.bfloat16
+    with warnings.catch_warnings(), _cuda_rounding(mem_tracker), FakeTensorMode(allow_non_fake_inputs=True):
+        warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
+        if kernel == "rms_norm":
+            module: Any = llama.LlamaRMSNorm(x_value)  # fp32 weight, as the benchmark builds it
+            if provider == "liger":
+                module.forward = lambda t, _m=module: fns["norm"].apply(t, _m.weight)
+            x = torch.randn(int(config["M"]), x_value, dtype=dtype, requires_grad=True)
+        elif kernel == "swiglu":
+            cfg = transformers_llama_config(config["hidden_size"], config["intermediate_size"])
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(dtype)
+            try:
+                module = llama.LlamaMLP(cfg)
+            finally:
+                torch.set_default_dtype(previous)
+            if provider == "liger":
+                module.forward = lambda t, _m=module: _m.down_proj(fns["activation"].apply(_m.gate_proj(t), _m.up_proj(t)))
+            x = torch.randn(int(config["B"]), x_value, int(config["hidden_size"]), dtype=dtype, requires_grad=True)
+        else:
+            raise ValueError(f"no memory benchmark for kernel {kernel!r}")
+
+        def full() -> None:
+            y = module(x)
+            y.backward(torch.randn_like(y), retain_graph=True)
+
+        full()  # the gradients of x and of the weights exist from the second call on
+        tracker = _tracker_class(mem_tracker)()
+        tracker.track_external(module, x, x.grad)
+        with tracker:
+            full()
+        peak = tracker.get_tracker_snapshot("peak")
+    device = next(iter(peak))
+    return float(peak[device]["Total"]) / 2**20
+
+
+def transformers_llama_config(hidden: int, intermediate: int) -> Any:
+    import transformers  # an optional package (the dev extra)
+
+    return transformers.LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, hidden_act="silu")
