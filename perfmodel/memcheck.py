@@ -94,7 +94,7 @@ def workload_for(row: dict[str, Any]) -> Workload:
     format and checkpointing policy."""
     stated = {k: v for k, v in row.items() if not is_missing(v)}
     w = workload_from_row({**model_columns(get_model(str(row["model_name"]))), **stated})
-    extra = {k: str(stated[k]) for k in ("optimizer_state", "checkpointing_policy", "optimizer", "attention_kernel") if k in stated}
+    extra: dict[str, Any] = {k: str(stated[k]) for k in ("optimizer_state", "checkpointing_policy", "optimizer", "attention_kernel") if k in stated}
     if extra:
         w = dataclasses.replace(w, training=dataclasses.replace(w.training, **extra))
     if "framework_recipe" in stated:  # what the source says its stack changed (Liger's kernels, an older optimizer)

@@ -52,7 +52,7 @@ def _both(w) -> tuple[float, float]:
 def test_growing_micro_batch_or_sequence_never_lowers_the_peak(field, values):
     for w in _random_workloads(60, seed=28):
         peaks = [_both(dataclasses.replace(w, training=dataclasses.replace(w.training, **{field: v}))) for v in values]
-        for (a0, d0), (a1, d1) in zip(peaks, peaks[1:]):
+        for (a0, d0), (a1, d1) in zip(peaks, peaks[1:], strict=False):
             assert a1 >= a0 - 1e-9 and d1 >= d0 - 1e-9, (w.model.name, w.framework, w.training, field, peaks)
 
 
@@ -61,7 +61,7 @@ def test_a_higher_lora_rank_never_lowers_the_peak():
         if not w.training.lora_r:
             continue
         peaks = [_both(dataclasses.replace(w, training=dataclasses.replace(w.training, lora_r=r))) for r in (4, 8, 16, 64, 256)]
-        for (a0, d0), (a1, d1) in zip(peaks, peaks[1:]):
+        for (a0, d0), (a1, d1) in zip(peaks, peaks[1:], strict=False):
             assert a1 >= a0 - 1e-9 and d1 >= d0 - 1e-9, (w.model.name, w.training, peaks)
 
 

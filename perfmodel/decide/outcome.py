@@ -41,6 +41,10 @@ EXTRAPOLATION_MARKERS = (
 learned model was trained on, or no learned model at all)."""
 
 
+def _verdict_name(v: Any) -> str:
+    return str(v.verdict) if v is not None else ""
+
+
 def _iv(iv: Interval | None) -> dict[str, float] | None:
     return iv.as_dict() if iv is not None else None
 
@@ -115,7 +119,7 @@ class Outcome:
             confidence_level=pred.confidence_level,
             warnings=pred.warnings,
             device_memory_gb=getattr(pred, "device_memory_gb", None),
-            memory_verdict=pred.memory_verdict.verdict if getattr(pred, "memory_verdict", None) else "",
+            memory_verdict=_verdict_name(getattr(pred, "memory_verdict", None)),
         )
 
     @property

@@ -295,7 +295,7 @@ def _build_torch(w: Workload) -> _Built:
     finally:
         torch.set_default_dtype(previous)
     model.train()
-    layers = list(model.blocks)
+    layers: list[Any] = list(model.blocks)  # type: ignore[arg-type]
     names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
              "up": "up_proj" if kind == "llama" else "fc1", "down": "down_proj" if kind == "llama" else "fc2"}  # fmt: skip
     if t.trainable_fraction == 0.0:
@@ -319,34 +319,38 @@ def _build_hf(w: Workload) -> _Built:
     attention = "eager" if t.attention_kernel == "eager" else "sdpa"
     dropout = float(m.dropout)
     notes: list[str] = []
+    config: Any
+    model: Any
+    body: Any
+    head: Any
     previous = torch.get_default_dtype()
     torch.set_default_dtype(weights)
     try:
+        d, layers_n, heads, ffn = int(m.hidden_size or 0), int(m.num_layers or 0), int(m.num_heads or 1), int(m.ffn_size)
+        vocab = int(m.vocab_size or 30522)
+        kw: dict[str, Any] = {"attn_implementation": attention}
         if m.arch == "encoder":
             config = transformers.BertConfig(
-                hidden_size=m.hidden_size, num_hidden_layers=m.num_layers, num_attention_heads=m.num_heads,
-                intermediate_size=m.ffn_size, vocab_size=m.vocab_size or 30522,
-                max_position_embeddings=max(512, t.seq_len), hidden_dropout_prob=dropout,
-                attention_probs_dropout_prob=dropout, num_labels=2, attn_implementation=attention,
+                hidden_size=d, num_hidden_layers=layers_n, num_attention_heads=heads, intermediate_size=ffn,
+                vocab_size=vocab, max_position_embeddings=max(512, t.seq_len), hidden_dropout_prob=dropout,
+                attention_probs_dropout_prob=dropout, **{**kw, "num_labels": 2},
             )  # fmt: skip
             model = transformers.BertForSequenceClassification(config)
             body, head, layers = model.bert, None, list(model.bert.encoder.layer)
         elif m.gated_mlp:
             config = transformers.LlamaConfig(
-                hidden_size=m.hidden_size, intermediate_size=m.ffn_size, num_hidden_layers=m.num_layers,
-                num_attention_heads=m.num_heads, num_key_value_heads=m.kv_heads, head_dim=int(m.head_width),
-                vocab_size=m.vocab_size, tie_word_embeddings=m.tied_embeddings,
-                max_position_embeddings=t.seq_len, attention_dropout=dropout, attn_implementation=attention,
-                use_cache=recipe_of(w).kv_cache,
+                hidden_size=d, intermediate_size=ffn, num_hidden_layers=layers_n, num_attention_heads=heads,
+                num_key_value_heads=m.kv_heads, head_dim=int(m.head_width), vocab_size=vocab,
+                tie_word_embeddings=m.tied_embeddings, max_position_embeddings=t.seq_len, attention_dropout=dropout,
+                use_cache=recipe_of(w).kv_cache, **kw,
             )  # fmt: skip
             model = transformers.LlamaForCausalLM(config)
             body, head, layers = model.model, model.lm_head, list(model.model.layers)
         else:
             config = transformers.GPT2Config(
-                n_embd=m.hidden_size, n_layer=m.num_layers, n_head=m.num_heads, n_inner=m.ffn_size,
-                vocab_size=m.vocab_size, n_positions=max(t.seq_len, m.learned_pos_embeddings),
-                resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout, attn_implementation=attention,
-                use_cache=recipe_of(w).kv_cache,
+                n_embd=d, n_layer=layers_n, n_head=heads, n_inner=ffn, vocab_size=vocab,
+                n_positions=max(t.seq_len, m.learned_pos_embeddings), resid_pdrop=dropout, embd_pdrop=dropout,
+                attn_pdrop=dropout, use_cache=recipe_of(w).kv_cache, **kw,
             )  # fmt: skip
             model = transformers.GPT2LMHeadModel(config)
             body, head, layers = model.transformer, model.lm_head, list(model.transformer.h)
@@ -538,11 +542,11 @@ def _fuse_like_liger(model: Any, layers: list[Any], kinds: tuple[str, ...]) -> N
     if "norm" in kinds:
         for module in model.modules():
             if isinstance(module, llama.LlamaRMSNorm):
-                module.forward = lambda x, _m=module: fns["norm"].apply(x, _m.weight)
+                setattr(module, "forward", lambda x, _m=module: fns["norm"].apply(x, _m.weight))  # noqa: B010
     if "activation" in kinds:
         for layer in layers:
             mlp = layer.mlp
-            mlp.forward = lambda x, _m=mlp: _m.down_proj(fns["activation"].apply(_m.gate_proj(x), _m.up_proj(x)))
+            setattr(mlp, "forward", lambda x, _m=mlp: _m.down_proj(fns["activation"].apply(_m.gate_proj(x), _m.up_proj(x))))  # noqa: B010
     if "rotary" in kinds:
         model._oracle_rope = fns["rotary"]
 
@@ -596,8 +600,9 @@ def _cuda_dispatch() -> Iterator[None]:
             return fused.apply(x, weight)
         return rms_norm(x, shape, weight, eps)
 
-    def flash_sdpa(*args: Any, dropout_p: float = 0.0, **kwargs: Any) -> Any:
-        return sdpa(*args, dropout_p=0.0, **kwargs)
+    def flash_sdpa(*args: Any, **kwargs: Any) -> Any:
+        kwargs["dropout_p"] = 0.0
+        return sdpa(*args, **kwargs)
 
     def fused_dropout(x: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
         if training and 0 < p < 1 and not inplace:
@@ -609,13 +614,16 @@ def _cuda_dispatch() -> Iterator[None]:
             dtype = torch.float32  # CUDA autocast's fp32 list has softmax; the CPU's does not
         return softmax(x, dim=dim, dtype=dtype)
 
-    functional.rms_norm, functional.scaled_dot_product_attention = cuda_rms_norm, flash_sdpa
-    functional.dropout, functional.softmax = fused_dropout, fp32_softmax
+    patched = {"rms_norm": cuda_rms_norm, "scaled_dot_product_attention": flash_sdpa, "dropout": fused_dropout,
+               "softmax": fp32_softmax}  # fmt: skip
+    originals = {name: getattr(functional, name) for name in patched}
+    for name, fn in patched.items():
+        setattr(functional, name, fn)
     try:
         yield
     finally:
-        functional.rms_norm, functional.scaled_dot_product_attention = rms_norm, sdpa
-        functional.dropout, functional.softmax = dropout, softmax
+        for name, fn in originals.items():
+            setattr(functional, name, fn)
 
 
 def _fused_rms_norm_class() -> Any:
@@ -848,7 +856,7 @@ def _bnb_adam_class() -> type:
             self.managed: dict[int, list[Any]] = {}
 
         @torch.no_grad()
-        def step(self, closure: Any = None) -> None:
+        def step(self, closure: Any = None) -> Any:  # type: ignore[override]
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
@@ -899,7 +907,7 @@ def kernel_benchmark_peak_mib(kernel: str, provider: str, x_value: int, config: 
         if kernel == "rms_norm":
             module: Any = llama.LlamaRMSNorm(x_value)  # fp32 weight, as the benchmark builds it
             if provider == "liger":
-                module.forward = lambda t, _m=module: fns["norm"].apply(t, _m.weight)
+                setattr(module, "forward", lambda t, _m=module: fns["norm"].apply(t, _m.weight))  # noqa: B010
             x = torch.randn(int(config["M"]), x_value, dtype=dtype, requires_grad=True)
         elif kernel == "swiglu":
             cfg = transformers_llama_config(config["hidden_size"], config["intermediate_size"])
@@ -910,7 +918,7 @@ def kernel_benchmark_peak_mib(kernel: str, provider: str, x_value: int, config: 
             finally:
                 torch.set_default_dtype(previous)
             if provider == "liger":
-                module.forward = lambda t, _m=module: _m.down_proj(fns["activation"].apply(_m.gate_proj(t), _m.up_proj(t)))
+                setattr(module, "forward", lambda t, _m=module: _m.down_proj(fns["activation"].apply(_m.gate_proj(t), _m.up_proj(t))))  # noqa: B010
             x = torch.randn(int(config["B"]), x_value, int(config["hidden_size"]), dtype=dtype, requires_grad=True)
         else:
             raise ValueError(f"no memory benchmark for kernel {kernel!r}")
