@@ -240,3 +240,24 @@ def check_oracle_grid(path: str | Path | None = None, *, cards: tuple[str, ...] 
             workloads, cards,
         ),  # fmt: skip
     )
+
+
+GRID_TABLE_BEGIN = "<!-- oracle-grid-table: perfmodel.memcheck.grid_markdown -->"
+GRID_TABLE_END = "<!-- /oracle-grid-table -->"
+
+
+def grid_markdown(grid: OracleCheck) -> str:
+    """The oracle grid as docs/memory.md shows it: one row per shape, then one per regime."""
+    lines = ["| shape | regime | oracle GB | analytic GB | error |", "|---|---|---|---|---|"]
+    for r in grid.table.to_dict("records"):
+        lines.append(
+            f"| {r['case']} | {r['regime']} | {r['oracle_allocated_gb']:.2f} | {r['analytic_gb']:.2f} | {r['error_pct']:+.2f}% |"
+        )
+    lines += ["", "| regime | shapes | median abs error | worst |", "|---|---|---|---|"]
+    for r in grid.by_regime:
+        lines.append(f"| {r['regime']} | {r['rows']} | {r['median_abs_error_pct']:.2f}% | {r['max_abs_error_pct']:.2f}% |")
+    lines.append(
+        f"| **all** | {len(grid.table)} | **{grid.median_abs_error_pct:.2f}%** (p90 {grid.p90_abs_error_pct:.2f}%) | "
+        f"{grid.max_abs_error_pct:.2f}% |"
+    )
+    return "\n".join(lines)
