@@ -58,12 +58,13 @@ ui: install  ## MLflow UI on the embedded store: one worker on 127.0.0.1:5000, n
 		$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --default-artifact-root ./mlartifacts \
 		--host 127.0.0.1 --port 5000 --workers 1
 
-bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold, 200-point sweep < 5 s
+bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold, 200-point sweep < 5 s, monitor 10 M steps < 30 s and 500 MB
 	$(BIN)/python bench/bench_predict.py
 	$(BIN)/python bench/bench_sweep.py
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_train.py
 	$(BIN)/python bench/bench_kernels_fit.py
+	$(BIN)/python bench/bench_monitor.py
 
 # Opt-in, not part of install or CI: real Ludwig needs Python >= 3.12 and ~6 GB (torch 2.11 CUDA build from
 # PyPI on x86_64). perfmodel finds this venv by itself (perfmodel/config/ludwig_venv.py); pins as measured in

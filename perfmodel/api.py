@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfmodel.analytic.params import count_params
+from perfmodel.catalog import get_model, model_entry, model_names
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.fit import FitReport, suggest_fits
 from perfmodel.errors import ConfigError
@@ -93,3 +95,25 @@ def predict_document(config: ConfigInput | RunRequest = None, /, **options: Any)
     `predict`): `predict(...).to_json()` plus `fit_suggestions` (what would fit, each with its
     prediction; empty when the run fits)."""
     return document(*predict_with_fits(request_of(config, **options)))
+
+
+def model_catalog() -> list[dict[str, Any]]:
+    """Every catalog architecture as `perfmodel models --json` and `GET /v1/models` give it."""
+    out = []
+    for name in model_names():
+        spec = get_model(name)
+        out.append(
+            {
+                "name": name,
+                "hf_id": model_entry(name).get("hf_id"),
+                "family": spec.family,
+                "arch": spec.arch,
+                "params_total": count_params(spec).total,
+                "hidden_size": spec.hidden_size,
+                "num_layers": spec.num_layers,
+                "num_heads": spec.num_heads,
+                "num_experts": spec.num_experts,
+                "source": spec.source,
+            }
+        )
+    return out

@@ -56,7 +56,9 @@ class IngestResult:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def _stable(intervals: list[tuple[int, float]], notes: list[str]) -> tuple[int, list[tuple[int, float]]]:
+def _stable(
+    intervals: Sequence[tuple[int, float]], notes: list[str]
+) -> tuple[int, Sequence[tuple[int, float]]]:
     """(warm-up steps, stable intervals) by the monitor's rules; when they would leave fewer than
     MIN_STABLE_INTERVALS of a run that has more, only the first interval is warm-up (as the probe
     keeps its 10 measured steps)."""
@@ -85,7 +87,7 @@ def _check_hardware(workload: Any, fp: Mapping[str, Any]) -> None:
 
 def build_row(
     workload: Any,
-    stable: list[tuple[int, float]],
+    stable: Sequence[tuple[int, float]],
     warmup_steps: int,
     fp: Mapping[str, Any],
     *,

@@ -18,11 +18,11 @@ Refused, each with a one-line `ConfigError` naming the file (and the line where 
 
 from __future__ import annotations
 
-import os
-import stat
+import re
 from pathlib import Path
 from typing import Any
 
+from perfmodel import files
 from perfmodel.errors import ConfigError, clip
 
 MAX_FILE_BYTES = 1_000_000
@@ -34,58 +34,11 @@ MAX_EXPANDED_NODES = 100_000
 MAX_DEPTH = 100
 """Deepest nesting of sequences and mappings."""
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def read_bounded(path: str | Path, *, what: str, limit_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit_bytes`; ConfigError (naming `what` and the
-    path) for a missing, special, oversized or unreadable file. Never blocks on a FIFO or device."""
-    p = Path(path).expanduser()
-    shown = clip(str(p))
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise ConfigError(f"{what} {shown} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {shown}: {exc.strerror or type(exc).__name__}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{what} {shown} is a directory; give a file")
-    if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{what} {shown} is {_kind(st.st_mode)}, not a regular file; give a file")
-    if st.st_size > limit_bytes:
-        raise ConfigError(f"{what} {shown} is {st.st_size:,} bytes; the limit is {limit_bytes:,}")
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    )
-    try:
-        fd = os.open(p, flags)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {shown}: {exc.strerror or type(exc).__name__}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # swapped for something else after the first check
-            raise ConfigError(f"{what} {shown} is {_kind(mode)}, not a regular file; give a file")
-        with os.fdopen(fd, "rb", closefd=True) as fh:
-            fd = -1
-            data = fh.read(limit_bytes + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {shown}: {exc.strerror or type(exc).__name__}") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) > limit_bytes:
-        raise ConfigError(f"{what} {shown} is over {limit_bytes:,} bytes; the limit is {limit_bytes:,}")
-    return data
+    path) for a missing, special, oversized or unreadable file. Never blocks on a FIFO or device
+    (perfmodel.files.read_bounded, which run files use too)."""
+    return files.read_bounded(path, what=what, limit_bytes=limit_bytes, error=ConfigError)
 
 
 def read_yaml_file(path: str | Path, *, what: str = "config file") -> Any:
@@ -99,8 +52,10 @@ def read_yaml_file(path: str | Path, *, what: str = "config file") -> Any:
     return load_yaml_text(text, source=clip(str(p)))
 
 
-def load_yaml_text(text: str, *, source: str) -> Any:
-    """The document of a YAML string (None when empty); `source` names it in errors."""
+def load_yaml_text(text: str, *, source: str, decimal_numbers: bool = False) -> Any:
+    """The document of a YAML string (None when empty); `source` names it in errors. With
+    `decimal_numbers` (command-line values), a number written in another base or with a leading
+    zero is refused instead of read the YAML 1.1 way (`017` is 15, `0x100` 256, `1:30` 90)."""
     import yaml
 
     loader = _loader_class()(text, source)
@@ -109,6 +64,8 @@ def load_yaml_text(text: str, *, source: str) -> Any:
         if node is None:
             return None
         _check_tree(node, source, loader.aliases)
+        if decimal_numbers:
+            _check_decimal(node, source)
         return loader.construct_document(node)
     except ConfigError:
         raise
@@ -195,6 +152,40 @@ def _check_tree(root: Any, source: str, aliases: int) -> None:
             stack.extend((item, f"{path}[{i}]" if path else f"[{i}]") for i, item in enumerate(node.value))
     if aliases:
         _check_expansion(root, source)
+
+
+_DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
+
+
+def _check_decimal(root: Any, source: str) -> None:
+    """ConfigError for a plain scalar YAML 1.1 reads as a number that is not written in decimal:
+    a leading zero (octal), 0x / 0b / 0o, or base 60 (`1:30`)."""
+    import yaml
+
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, yaml.ScalarNode) and node.style is None:
+            value = node.value
+            bad = (node.tag == "tag:yaml.org,2002:int" and not _DECIMAL_INT.fullmatch(value)) or (
+                node.tag == "tag:yaml.org,2002:float" and ":" in value
+            )
+            if bad:
+                raise ConfigError(
+                    f"{source}: {clip(value, 40)} is not a decimal number (YAML would read it in base "
+                    f"{_base(value)}); write it in decimal without leading zeros (or quote it if it is a name)"
+                )
+
+
+def _base(value: str) -> int:
+    digits = value.lstrip("+-").lower()
+    if ":" in digits:
+        return 60
+    return {"0x": 16, "0b": 2}.get(digits[:2], 8)
 
 
 def _check_expansion(root: Any, source: str) -> None:

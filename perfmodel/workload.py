@@ -478,8 +478,25 @@ class GPUSpec:
     """Measured ceilings from the collectors (e.g. 'matmul_bf16_tflops', 'hbm_copy_gb_per_s')."""
 
     def servers_for(self, num_gpus: int) -> int:
-        """Servers (nodes) `num_gpus` of these accelerators fill."""
-        return max(1, -(-num_gpus // max(self.gpus_per_server, 1)))
+        """The nodes `num_gpus` of these accelerators need: the fewest servers that hold them split
+        evenly, at most gpus_per_server on each (on servers of 8: 12 GPUs are 2 nodes of 6, 9 are
+        3 of 3). The one rule for every GPU count whose nodes are not given."""
+        per = max(self.gpus_per_server, 1)
+        if num_gpus <= per:
+            return 1
+        on_each = next(d for d in range(per, 0, -1) if num_gpus % d == 0)
+        return num_gpus // on_each
+
+    def check_nodes(self, num_gpus: int, num_nodes: int) -> None:
+        """ConfigError, naming both keys and the fix, when `num_nodes` servers cannot hold
+        `num_gpus` of these accelerators (more than gpus_per_server on one)."""
+        if num_nodes >= 1 and -(-num_gpus // num_nodes) > self.gpus_per_server:
+            need = self.servers_for(num_gpus)
+            raise ConfigError(
+                f"hardware.num_gpus ({num_gpus}) does not fit on hardware.num_nodes ({num_nodes}): one {self.name} "
+                f"server holds {self.gpus_per_server}, so {num_gpus} GPUs need {need} nodes; set "
+                f"hardware.num_nodes to {need} (--set hardware.num_nodes={need}) or leave it out to derive it"
+            )
 
     def peak_for(self, compute_dtype: str) -> float:
         """Dense peak TFLOP/s for a compute dtype; raises ConfigError if unsupported.

@@ -90,6 +90,41 @@ def nested_dataset_config(d: Path) -> Path:
     return config(VALID.replace("  tokens: 1.0e8\n", "  dataset: rows.csv\n  text_columns: [body]\n"))(d)
 
 
+def run_fifo(name: str) -> Callable[[Path], Path]:
+    def make(d: Path) -> Path:
+        path = d / name
+        os.mkfifo(path)
+        return path
+
+    return make
+
+
+def dev_zero_named(name: str) -> Callable[[Path], Path]:
+    def make(d: Path) -> Path:
+        path = d / name
+        path.symlink_to("/dev/zero")
+        return path
+
+    return make
+
+
+def monitor(make: Callable[[Path], Path], *extra: str) -> Callable[[Path], list[str]]:
+    return lambda d: ["monitor", str(make(d)), *extra]
+
+
+def ingest(make: Callable[[Path], Path], *extra: str) -> Callable[[Path], list[str]]:
+    return lambda d: ["ingest", str(make(d)), "--config", str(EXAMPLE), "--out", str(d / "out"), *extra]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def dataset_fifo(d: Path) -> list[str]:
     path = d / "rows.csv"
     os.mkfifo(path)
@@ -109,6 +144,12 @@ CASES = [
     Case("deep-nesting", predict(config("a: " + "[" * 5000 + "]" * 5000 + "\n")), "nests deeper than 100 levels", fast=True),
     Case("fifo-dataset", dataset_fifo, "is not a regular file", fast=True),
     Case("ludwig-layer-count", predict(config(LUDWIG), "--rows", "100"), "num_fc_layers must be a whole number between 0 and 10,000", fast=True),
+    Case("fifo-run-file-monitor", monitor(run_fifo("steps.csv")), "is a FIFO (named pipe), not a regular file", fast=True),
+    Case("fifo-run-file-ingest", ingest(run_fifo("perfmodel_run.json")), "is a FIFO (named pipe), not a regular file", fast=True),
+    Case("dev-zero-named-json", monitor(dev_zero_named("trainer_state.json")), "is a character device, not a regular file", fast=True),
+    Case("dev-zero-named-csv", ingest(dev_zero_named("steps.csv")), "is a character device, not a regular file", fast=True),
+    Case("ray-nothing-listening", lambda d: ["collect", "--ray", f"127.0.0.1:{closed_port()}", "--out", str(d / "out")],
+         "Connection refused; start one (`ray start --head`)"),
     Case("huge-value-is-not-echoed", predict(config(VALID.replace("A100-80GB", "x" * 200_000))), "unknown GPU 'xxx"),
     # --- unreadable configs -------------------------------------------------------------------------
     Case("directory-config", lambda d: ["predict", "--config", str(d)], "is a directory"),
@@ -139,6 +180,18 @@ CASES = [
          "training.micro_batch_size must be a number, got 'eight'"),
     Case("fraction-for-whole", predict(config(with_valid("training:\n  micro_batch_size: 2.5"))), "training.micro_batch_size must be a whole number"),
     Case("string-for-bool", predict(config(with_valid("training:\n  activation_checkpointing: maybe"))), "must be true or false"),
+    Case("gpus-beyond-one-node", predict(config(with_valid("hardware:\n  num_nodes: 1")), "--num-gpus", "64"),
+         "hardware.num_gpus (64) does not fit on hardware.num_nodes (1): one A100-80GB server holds 8, so 64 GPUs need 8 nodes"),
+    Case("million-gpus-one-node", predict(config(with_valid("hardware:\n  num_nodes: 1")), "--num-gpus", "1000000"),
+         "set hardware.num_nodes to 125000 (--set hardware.num_nodes=125000) or leave it out"),
+    Case("set-leading-zero", predict(config(VALID), "--set", "training.seq_len=017"), "017 is not a decimal number (YAML would read it in base 8)"),
+    Case("set-hex", predict(config(VALID), "--set", "training.seq_len=0x100"), "0x100 is not a decimal number (YAML would read it in base 16)"),
+    Case("set-binary", predict(config(VALID), "--set", "training.micro_batch_size=0b101"), "0b101 is not a decimal number (YAML would read it in base 2)"),
+    Case("set-base-60", predict(config(VALID), "--set", "training.seq_len=1:30"), "1:30 is not a decimal number (YAML would read it in base 60)"),
+    Case("vary-leading-zero", lambda d: ["sweep", "--config", str(config(VALID)(d)), "--vary", "training.seq_len=512,017"],
+         "--vary 'training.seq_len=512,017': 017 is not a decimal number"),
+    Case("monitor-no-usable-row", monitor(config("step,step_time_s\n1,nan\n2,-1\n", "steps.csv")),
+         "has no row with a usable step and time; skipped 2 of 2 rows"),
     Case("tokens-flag-negative", predict(config(VALID), "--tokens", "-5"), "--tokens must be > 0"),
     Case("rows-flag-too-many", predict(config(VALID), "--rows", "100000000000000000000"), "--rows must be between 1 and"),
     # --- keys, names, enumerations ------------------------------------------------------------------
@@ -220,7 +273,7 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_the_table_is_big_enough_and_ids_are_unique():
-    assert len(CASES) >= 40
+    assert len(CASES) >= 70
     assert len({c.id for c in CASES}) == len(CASES)
 
 

@@ -294,13 +294,25 @@ def test_num_nodes_comes_from_the_catalogs_gpus_per_server(gpu, num_gpus, nodes)
     w = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus)
     assert w.parallel.num_nodes == nodes
     assert any(a.startswith(f"hardware.num_nodes not given: assumed {w.parallel.num_nodes}") for a in w.assumptions)
-    given = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=["hardware.num_nodes=1"])
-    assert given.parallel.num_nodes == 1 and not any("num_nodes" in a for a in given.assumptions)
+    given = load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=[f"hardware.num_nodes={nodes}"])
+    assert given.parallel.num_nodes == nodes and not any("num_nodes" in a for a in given.assumptions)
 
 
-def test_num_nodes_that_cannot_split_evenly_asks_for_it():
-    with pytest.raises(ConfigError, match=r"hardware.num_gpus \(9\) does not split evenly .* give hardware.num_nodes"):
-        load_workload(FIX / "native_minimal.yaml", gpu="H100-SXM", num_gpus=9)
+@pytest.mark.parametrize("num_gpus,nodes", [(9, 3), (12, 2), (10, 2), (17, 17), (7, 1)])
+def test_a_count_that_does_not_fill_servers_is_split_evenly_over_the_fewest(num_gpus, nodes):
+    """The fewest 8-GPU servers that hold the count with the same number on each."""
+    w = load_workload(FIX / "native_minimal.yaml", gpu="H100-SXM", num_gpus=num_gpus)
+    assert w.parallel.num_nodes == nodes and w.parallel.gpus_per_node <= 8
+
+
+@pytest.mark.parametrize("num_gpus,nodes,need", [(64, 1, 8), (1_000_000, 1, 125_000), (24, 2, 3), (8, 1, 2)])
+def test_explicit_nodes_that_cannot_hold_the_gpus_are_an_error_naming_both_keys(num_gpus, nodes, need):
+    gpu = "GB200" if num_gpus == 8 else "A100-80GB"  # a GB200 NVL72 compute tray holds 4
+    with pytest.raises(ConfigError) as err:
+        load_workload(FIX / "native_minimal.yaml", gpu=gpu, num_gpus=num_gpus, overrides=[f"hardware.num_nodes={nodes}"])
+    message = str(err.value)
+    assert f"hardware.num_gpus ({num_gpus}) does not fit on hardware.num_nodes ({nodes})" in message
+    assert f"--set hardware.num_nodes={need}" in message and "leave it out to derive it" in message
 
 
 def test_explicit_dims_without_gated_mlp_say_what_was_assumed(tmp_path):
@@ -387,7 +399,7 @@ def test_the_config_reference_lists_every_key_the_loader_accepts():
 
 @pytest.mark.parametrize(
     "raw",
-    ["16", "0", "-3", "007", "1_000", "1e3", "0x10", "-0", "+5", "12345678901234567890", "fsdp", "A100-80GB",
+    ["16", "0", "-3", "1_000", "1e3", "-0", "+5", "12345678901234567890", "fsdp", "A100-80GB",
      "amp_bf16", "nan", "inf", ".inf", "yes", "No", "ON", "off", "null", "Null", "~", "y", "N", "true", "FALSE",
      "n-1", "[a, b]", "0.5", " 8 ", "'16'"],
 )  # fmt: skip
@@ -410,3 +422,29 @@ def test_hugging_face_optim_sets_the_optimizer_and_its_state_format(tmp_path, op
     w = load_workload(write(tmp_path, MINIMAL.replace("  tokens", f"  optim: {optim}\n  tokens")))
     assert (w.training.optimizer, w.training.optimizer_state) == (optimizer, state)
     assert any(f"training.optimizer_state = {state}" in a for a in w.assumptions)
+
+
+@pytest.mark.parametrize("raw,base", [("017", 8), ("-017", 8), ("0x100", 16), ("0b101", 2), ("1:30", 60), ("1:30.5", 60), ("[512, 0x10]", 16)])
+def test_set_numbers_are_decimal_only(raw, base):
+    """YAML 1.1 reads 017 as 15 and 0x100 as 256: on the command line that is an error naming the key."""
+    with pytest.raises(ConfigError, match=rf"--set 'training\.seq_len=.*': .* is not a decimal number \(YAML would read it in base {base}\)"):
+        load_workload(FIX / "native_minimal.yaml", overrides=[f"training.seq_len={raw}"])
+
+
+@pytest.mark.parametrize("raw,value", [("17", 17), ("+17", 17), ("1_024", 1024), ("1.5e3", 1500), ("'017'", 17)])
+def test_set_decimal_numbers_and_quoted_digits_are_read_as_written(raw, value):
+    assert load_workload(FIX / "native_minimal.yaml", overrides=[f"training.seq_len={raw}"]).training.seq_len == value
+
+
+def test_a_config_file_keeps_yamls_reading_of_numbers(tmp_path):
+    """Only command-line values are held to decimal: a YAML file means what YAML 1.1 says (017 = 15)."""
+    w = load_workload(write(tmp_path, MINIMAL.replace("  tokens: 1.0e8\n", "  tokens: 1.0e8\n  seq_len: 017\n")))
+    assert w.training.seq_len == 15
+
+
+def test_vary_numbers_are_decimal_only_too():
+    from perfmodel.decide.sweep import parse_vary
+
+    assert parse_vary("training.seq_len=512,1024") == ("training.seq_len", [512, 1024])
+    with pytest.raises(ConfigError, match=r"--vary 'training\.seq_len=512,017': 017 is not a decimal number"):
+        parse_vary("training.seq_len=512,017")

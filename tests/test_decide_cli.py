@@ -123,7 +123,9 @@ def test_compare_json(tmp_path):
     assert data["differences"] == {"hardware.gpu": ["A100-80GB", "H100-SXM"]}
     human = run("compare", str(EXAMPLE), str(other))
     assert human.returncode == 0, human.stderr
-    assert "faster than" in human.stdout or "slower than" in human.stdout
+    ratio = b["time_ratio"]["estimate"]
+    assert ratio < 1  # the H100 finishes sooner, and the table says by how much
+    assert f"{1 / ratio:.2f}x faster than" in human.stdout
 
 
 def test_advise_json_and_human_output():

@@ -118,6 +118,18 @@ def test_gpu_count_changes_bring_the_node_count_along():
         assert w.parallel.num_nodes == math.ceil(n / get_gpu("A100-80GB").gpus_per_server)
     pinned = source.workload({"hardware.num_gpus": 16, "hardware.num_nodes": 4})
     assert pinned.parallel.num_nodes == 4
+    assert "num_nodes: 1" in EXAMPLE.read_text()  # the config's one node gives way to the count, no error
+    with pytest.raises(ConfigError, match=r"hardware\.num_gpus \(16\) does not fit on hardware\.num_nodes \(1\)"):
+        source.workload({"hardware.num_gpus": 16, "hardware.num_nodes": 1})  # asked for: refused
+
+
+def test_another_accelerator_brings_its_server_size_along():
+    """The example's 1 node holds its 1 GPU on any accelerator; 8 GPUs on 1 node fit an 8-GPU
+    server but not a GB200 compute tray of 4: the nodes follow (2), with the count kept."""
+    source = ConfigSource.load(EXAMPLE, overrides=["hardware.num_gpus=8"])
+    assert source.workload({"hardware.gpu": "H100-SXM"}).parallel.num_nodes == 1
+    w = source.workload({"hardware.gpu": "GB200"})
+    assert (w.parallel.num_gpus, w.parallel.num_nodes) == (8, 2)
 
 
 def test_price_can_be_swept_and_scales_cost_only():

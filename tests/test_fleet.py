@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("nodea", "nodeb")
@@ -222,6 +223,94 @@ def test_flags_that_name_one_device_are_usage_errors_with_ray():
         )
         assert proc.returncode == 2, (flags, proc.stderr)
         assert proc.stderr.startswith("usage error:") and len(proc.stderr.splitlines()) == 1
+
+
+# --- connecting: bounded, one line, interruptible ------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _silent_listener() -> Any:
+    """A loopback port that accepts connections and never answers (not a Ray cluster)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(50)
+    accepted: list[Any] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
+
+
+def _collect(address: str, *flags: str, tmp: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "collectors", "--ray", address, "--out", str(tmp / "out"), *flags]
+    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_port_nothing_listens_on_is_one_line_at_once(tmp_path):
+    """Ray itself retried such an address for more than 280 s; the reachability check answers
+    before Ray is asked (the bound is the default 30 s; this takes well under it)."""
+    pytest.importorskip("ray")
+    from collectors.fleet import FleetError, connected
+
+    address = f"127.0.0.1:{_closed_port()}"
+    start = time.monotonic()
+    with pytest.raises(FleetError, match=r"cannot connect to the Ray cluster at '127\.0\.0\.1:\d+': Connection refused"):
+        with connected(address):
+            pass
+    assert time.monotonic() - start < 5.0
+
+
+def test_collect_on_an_address_with_nothing_listening_exits_1_with_one_line(tmp_path):
+    proc = _collect(f"127.0.0.1:{_closed_port()}", tmp=tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and out == ""
+    assert err.startswith("error: cannot connect to the Ray cluster") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_a_listener_that_is_not_ray_is_given_up_after_the_stated_time(tmp_path):
+    """Something accepts TCP but never speaks Ray: --ray-timeout-s bounds the wait (Ray's own
+    client may log a line of its own while it tries)."""
+    with _silent_listener() as port:
+        start = time.monotonic()
+        proc = _collect(f"127.0.0.1:{port}", "--ray-timeout-s", "3", tmp=tmp_path)
+        _, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - start
+    assert proc.returncode == 1
+    assert "no Ray cluster answered within 3 s (--ray-timeout-s)" in err.splitlines()[-1], err
+    assert elapsed < 3 + 15  # the bound plus Python and Ray's start-up on a loaded host
+
+
+@pytest.mark.slow
+def test_sigterm_while_connecting_stops_the_collector(tmp_path):
+    with _silent_listener() as port:
+        proc = _collect(f"127.0.0.1:{port}", tmp=tmp_path)  # the default 30 s bound
+        time.sleep(6)  # Python and Ray imported, the connection under way
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 130 and time.monotonic() - sent < 10
 
 
 # --- a real two-node cluster ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,8 @@ def test_a_monitored_run_becomes_a_user_row(tmp_path, raw):
 
     config = tmp_path / "run.yaml"
     config.write_text(CONFIG)
-    times = [3.0, 1.2] + [0.40 + 0.01 * (i % 3) for i in range(28)]
+    # 28 stable steps whose median (0.435 s), mean (0.486 s), min and max all differ
+    times = [3.0, 1.2] + [0.30 + 0.01 * i for i in range(27)] + [2.0]
     record = timed_run(tmp_path, times, config=config)
     result = ingest_run(record)
     assert result.row_id.startswith("user-") and result.warmup_steps == 2 and result.measured_steps == 28
@@ -76,7 +78,7 @@ def test_a_monitored_run_becomes_a_user_row(tmp_path, raw):
     row = pd.read_parquet(shard).iloc[0].to_dict()
     assert row["source_kind"] == "user" and row["status"] == "ok" and row["gpu"] == "cpu"
     assert list(row["step_times_s"]) == pytest.approx(times[2:])
-    assert row["step_time_s"] == pytest.approx(sorted(times[2:])[14 - 1 : 14 + 1][0], abs=0.011)
+    assert row["step_time_s"] == pytest.approx(statistics.median(times[2:]), rel=1e-9)  # 0.435 s, not the mean 0.486 s
     assert row["run_group"] == row["row_id"]
     hardware_cache_clear()
     w = workload_from_row(row)  # the codec reads it back, with the host that measured it

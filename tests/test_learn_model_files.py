@@ -93,10 +93,12 @@ def test_atomic_write_into_a_new_folder_and_a_failed_write_leaves_the_old_one(tm
 
 def test_the_fallback_rename_path_also_swaps_whole_folders(tmp_path, monkeypatch):
     """Where renameat2 is missing, the folder is renamed aside, then the new one into place."""
-    monkeypatch.setattr(model_files, "_exchange", lambda a, b: False)
+    asked: list[tuple[Path, Path]] = []
+    monkeypatch.setattr(model_files, "_exchange", lambda a, b: asked.append((a, b)) or False)
     dest = tmp_path / "models"
     model_files.write_model_dir(dest, META, TEXT)
     model_files.write_model_dir_atomically(dest, {**META, "version": "9"}, TEXT + "y")
+    assert [b for _, b in asked] == [dest]  # the exchange was tried, refused, and the renames did it
     assert model_files.read_model_dir(dest)[0]["version"] == "9"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]
 

@@ -268,3 +268,121 @@ def test_a_contradicted_prediction_stays_out_of_the_eta():
     assert any(
         h.startswith("the measured steps contradict perfmodel's prediction") for h in m.snapshot().hints
     )
+
+
+# --- linear replay: the vectorised rules give the answers of the one-at-a-time rules ----------
+
+
+def _reference_stable_start(times: list[float], start: int) -> int:
+    """The level-shift scan as first written (one window end at a time, statistics.median): the
+    specification the vectorised eta.scan_level_shifts must reproduce."""
+    import statistics
+
+    w = eta.SHIFT_WINDOW
+
+    def shifted(before: list[float], recent: list[float]) -> bool:
+        old, new = statistics.median(before), statistics.median(recent)
+        distance = abs(math.log(new / old))
+        logs = [math.log(t) for t in before]
+        center = statistics.median(logs)
+        robust_sd = 1.4826 * statistics.median(abs(x - center) for x in logs)
+        se = 1.2533 * robust_sd * math.sqrt(1 / len(recent) + 1 / len(before))
+        return distance > math.log(1 + eta.SHIFT_TOLERANCE) and distance > eta.SHIFT_NOISE_Z * se
+
+    end = start + 2 * w
+    while end <= len(times):
+        recent, before = times[end - w : end], times[max(start, end - 5 * w) : end - w]
+        if len(before) >= 2 * w and shifted(before, recent):
+            old, new = statistics.median(before), statistics.median(recent)
+            lead = 0
+            while lead < w and abs(math.log(recent[lead] / old)) < abs(math.log(recent[lead] / new)):
+                lead += 1
+            start = end - w + lead
+            end = start + 2 * w
+        else:
+            end += 1
+    return start
+
+
+def _shifty(seed: int, n: int) -> list[float]:
+    """Steps with level shifts (x0.6 / x1.7 now and then) and a noise level that changes too."""
+    rng = random.Random(seed)
+    level, cv, out = 0.5, 0.02, [3.0, 1.5]
+    for _ in range(n):
+        if rng.random() < 0.004:
+            level *= rng.choice([0.6, 1.7])
+        if rng.random() < 0.002:
+            cv = rng.choice([0.01, 0.05, 0.3, 0.8])
+        out.append(level * rng.lognormvariate(0.0, cv))
+    return out
+
+
+def test_the_vectorised_level_shift_scan_finds_what_the_one_at_a_time_scan_finds():
+    found_shift = 0
+    for seed in range(40):
+        times = _shifty(seed, random.Random(seed).choice([60, 400, 3000]))
+        want = _reference_stable_start(times, 1)
+        assert eta.scan_level_shifts(times, 1, 1 + 2 * eta.SHIFT_WINDOW)[0] == want, seed
+        found_shift += want > 1
+    assert found_shift >= 10  # the traces do shift: the comparison is not of two trivial answers
+
+
+def _monitor(times: list[float], prior: StepTimePrior | None, *, bulk: bool, every_s: float) -> RunMonitor:
+    m = RunMonitor(total_steps=len(times) + 500, prior=prior, report_every_s=every_s, clock=lambda: 0.0)
+    m.start(step=0, now=0.0)
+    if bulk:
+        m.extend(steps(times))
+    else:
+        now = 0.0
+        for i, t in enumerate(times, start=1):
+            now += t
+            m.update(i, now=now)
+    return m
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_extend_replays_like_updates_one_by_one(seed):
+    """`perfmodel monitor` replays a file with RunMonitor.extend (one pass); the snapshot, and the
+    prior's fate at every report that would have been due, are those of update() per interval."""
+    rng = random.Random(seed)
+    times = _shifty(seed, rng.choice([40, 300, 2500]))
+    factor = rng.choice([0.3, 0.6, 1.0, 1.6, 3.0])
+    prior = StepTimePrior(estimate_s=0.5 * factor, low_s=0.5 * factor / 1.5, high_s=0.5 * factor * 1.5)
+    every_s = rng.choice([1.0, 10.0, 100.0])
+    one, bulk = (_monitor(times, prior, bulk=b, every_s=every_s) for b in (False, True))
+    a, b = one.snapshot(now=one.last_update_at), bulk.snapshot(now=bulk.last_update_at)
+    assert (a.prior_weight == 0.0) == (b.prior_weight == 0.0)
+    assert a.stable_from_step == b.stable_from_step and a.warmup_steps == b.warmup_steps
+    assert b.remaining_s.estimate == pytest.approx(a.remaining_s.estimate, rel=1e-9)
+    assert b.observed.median_s == pytest.approx(a.observed.median_s, rel=1e-12)
+    assert b.elapsed_s == pytest.approx(a.elapsed_s, rel=1e-12)
+
+
+def test_a_prior_contradicted_at_a_report_long_ago_stays_out_after_a_replay():
+    """The prior (0.5 s) is contradicted while the run is at 1.5 s a step (intervals 300-700, past
+    the snapshot-path reports), then the run comes back to 0.5 s: every report after the
+    contradiction left it out, and so does the replay, although the final phase agrees with it."""
+    prior = StepTimePrior(estimate_s=0.5, low_s=0.4, high_s=0.62)
+    times = [3.0] + noisy(300, 0.5, seed=21) + noisy(400, 1.5, seed=22) + noisy(600, 0.5, seed=23)
+    for bulk in (False, True):
+        m = _monitor(times, prior, bulk=bulk, every_s=10.0)
+        snap = m.snapshot(now=m.last_update_at)
+        assert snap.stable_from_step > 700 and snap.prior_weight == 0.0, bulk
+    agrees = [3.0] + noisy(300, 0.5, seed=21)  # the same prior is kept where nothing contradicts it
+    assert _monitor(agrees, prior, bulk=True, every_s=10.0).snapshot().prior_weight > 0
+
+
+def test_intervals_behave_as_a_list_of_pairs():
+    from perfmodel.monitor.intervals import Intervals
+
+    iv = Intervals.of([(1, 0.5), (2, 1.0), (1, 0.25)])
+    assert iv == [(1, 0.5), (2, 1.0), (1, 0.25)] and iv != [(1, 0.5)]
+    assert list(iv) == [(1, 0.5), (2, 1.0), (1, 0.25)] and iv[-1] == (1, 0.25)
+    assert iv[1:] == [(2, 1.0), (1, 0.25)] and iv.total_steps() == 4
+    view = iv[:2]
+    view.append(5, 9.0)  # appending to a view copies: the original is untouched
+    assert len(iv) == 3 and iv[2] == (1, 0.25) and view[-1] == (5, 9.0)
+    iv.append(2**40, 1.0)  # a count beyond 32 bits widens the array
+    assert iv[-1] == (2**40, 1.0)
+    with pytest.raises(IndexError):
+        iv[10]

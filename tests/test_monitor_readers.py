@@ -211,3 +211,126 @@ def test_monitor_command_json_and_text(tmp_path):
     assert text.returncode == 0 and "ETA" in text.stdout and "Warm-up" in text.stdout
     bad = run_cli("monitor", str(tmp_path / "missing.json"))
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1
+
+
+# --- bad rows, big files, special files -------------------------------------------------------
+
+
+def _csv(path: Path, rows: list[str], header: str = "step,step_time_s") -> Path:
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_nan_step_time_is_skipped_and_counted_and_later_steps_still_count(tmp_path):
+    """One NaN used to make every later cumulative time NaN: all later steps were dropped."""
+    rows = [f"{i},{2.0 if i == 1 else 0.5}" for i in range(1, 41)]
+    rows[9] = "10,nan"
+    trace = read_trace(_csv(tmp_path / "steps.csv", rows))
+    assert len(trace.intervals) == 39 and trace.steps_done == 40
+    assert trace.notes == ["skipped 1 of 40 rows: 1 with a missing, NaN, infinite or negative time"]
+    report = monitor_path(trace.path, trace=trace, total_steps=100)
+    assert report.snapshot.observed.mean_s == pytest.approx(0.5)
+    assert report.snapshot.remaining_s.estimate == pytest.approx(60 * 0.5)
+    assert report.notes[0].startswith("skipped 1 of 40 rows")
+
+
+def test_an_absurd_step_number_is_skipped_not_a_huge_interval(tmp_path):
+    """Step 10^23 used to become one interval of 10^23 steps: 'mean step 2e-21 ms'."""
+    rows = [f"{i},0.5" for i in range(1, 41)]
+    rows[20] = "100000000000000000000000,0.5"
+    rows[25] = "26.5,0.5"
+    trace = read_trace(_csv(tmp_path / "steps.csv", rows))
+    assert trace.steps_done == 40 and max(k for k, _ in trace.intervals) == 2  # 22 and 27 time 2 steps each
+    assert "2 whose step is not a whole number in 0..1e+12" in trace.notes[0]
+    assert monitor_path(trace.path, trace=trace).snapshot.observed.median_s == pytest.approx(0.5)
+
+
+def test_a_step_that_goes_back_is_counted_and_does_not_stop_the_steps_after_it(tmp_path):
+    rows = [f"{i},0.5" for i in range(1, 31)]
+    rows.insert(14, "3,0.5")  # a repeated old step
+    trace = read_trace(_csv(tmp_path / "steps.csv", rows))
+    assert trace.steps_done == 30 and trace.intervals.total_steps() == 30 and len(trace.intervals) == 30
+    assert "1 whose step (or time) does not pass the rows before" in trace.notes[0]
+
+
+def test_cumulative_times_with_a_nan_and_a_clock_that_goes_back(tmp_path):
+    rows = [f"{10 * i},{1.5 * i}" for i in range(0, 30)]
+    rows[5] = "50,nan"
+    rows[8] = "80,1.0"  # the clock went back: not a point
+    trace = read_trace(_csv(tmp_path / "steps.csv", rows, header="step,elapsed_s"))
+    assert trace.steps_done == 290 and trace.intervals.total_steps() == 290
+    assert trace.intervals.total_seconds() == pytest.approx(1.5 * 29)
+    assert "skipped 2 of 30 rows" in trace.notes[0]
+
+
+def test_a_table_read_in_chunks_is_the_table_read_whole(tmp_path, monkeypatch):
+    from perfmodel.monitor import readers
+
+    rng = [0.5 + 0.01 * ((i * 7) % 5) for i in range(200)]
+    rows = [f"{i},{t},{40 + i % 7},{90}" for i, t in enumerate(rng, start=1)]
+    rows[50], rows[120] = "51,nan,40,90", "x,0.5,40,90"
+    path = _csv(tmp_path / "steps.csv", rows, header="step,step_time_s,gpu_util_pct,cpu_util_pct")
+    whole = read_trace(path)
+    monkeypatch.setattr(readers, "CHUNK_ROWS", 7)
+    chunked = read_trace(path)
+    assert chunked.intervals == whole.intervals and chunked.samples == whole.samples
+    assert chunked.notes == whole.notes and chunked.steps_done == whole.steps_done == 200
+    monkeypatch.setattr(readers, "MAX_UTIL_SAMPLES", 50)  # a long table keeps a regular subsample
+    thinned = read_trace(path)
+    assert 25 <= len(thinned.samples) <= 50 and thinned.samples[0] == whole.samples[0]
+
+
+def test_trainer_state_entries_with_a_nan_time_or_an_absurd_step_are_skipped(tmp_path):
+    path = hf_state(tmp_path / "trainer_state.json", logged_to=100, max_steps=300)
+    state = json.loads(path.read_text())
+    state["log_history"][7]["perfmodel_elapsed_s"] = float("nan")
+    state["log_history"][9]["step"] = 1e23
+    path.write_text(json.dumps(state))
+    report = monitor_path(path)
+    assert report.trace.notes == ["skipped 2 log entries whose step or perfmodel_elapsed_s is not a number in range"]
+    assert report.snapshot.observed.mean_s == pytest.approx(0.2)  # the later entries still count
+
+
+@pytest.mark.parametrize("name", ["steps.csv", "trainer_state.json", "steps.jsonl"])
+def test_a_fifo_run_file_is_refused_at_once(tmp_path, name):
+    """monitor and ingest used to block forever reading a FIFO."""
+    import time
+
+    path = tmp_path / name
+    os.mkfifo(path)
+    start = time.monotonic()
+    with pytest.raises(DataError, match="is a FIFO \\(named pipe\\), not a regular file"):
+        read_trace(path)
+    assert time.monotonic() - start < 2.0
+
+
+def test_a_device_named_json_is_refused_and_a_json_over_the_limit_too(tmp_path, monkeypatch):
+    """/dev/zero's size reads as 0, so a size check alone let it through (2.6 GB read)."""
+    from perfmodel.monitor import readers
+
+    link = tmp_path / "trainer_state.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(DataError, match="is a character device, not a regular file"):
+        read_trace(link)
+    big = hf_state(tmp_path / "big.json", logged_to=100, max_steps=300)
+    monkeypatch.setattr(readers, "MAX_JSON_BYTES", 1000)
+    with pytest.raises(DataError, match=r"bytes; the limit is 1,000"):
+        read_trace(big)
+
+
+def test_forty_thousand_trainer_state_entries_replay_in_linear_time(tmp_path, monkeypatch):
+    """17 s before (a snapshot recomputing statistics over every interval each 10 s of run
+    time); now one pass. Counted in operations, not seconds: every interval is replayed once."""
+    from perfmodel.monitor import core
+
+    path = hf_state(tmp_path / "trainer_state.json", logged_to=200_000, max_steps=400_000)
+    calls = {"snapshots": 0}
+    real = core.RunMonitor.snapshot
+
+    def counting(self, *args, **kwargs):
+        calls["snapshots"] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(core.RunMonitor, "snapshot", counting)
+    report = monitor_path(path)
+    assert len(report.trace.intervals) == 40_000 and calls["snapshots"] == 1

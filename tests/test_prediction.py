@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import perfmodel
 from perfmodel.analytic.totals import total_time_s
 from perfmodel.catalog import get_gpu, get_model
 from perfmodel.prediction import ANALYTIC_EFFICIENCY, predict
@@ -67,7 +68,7 @@ def test_json_contract_keys(tmp_path):
         assert set(data[key]) == {"estimate", "low", "high"}
     for key in ("confidence_level", "total_steps", "fits_in_memory", "model", "workload", "hardware", "warnings"):
         assert key in data
-    assert data["model"] == {"kind": "analytic", "version": data["model"]["version"], "trained_rows": 0}
+    assert data["model"] == {"kind": "analytic", "version": perfmodel.__version__, "trained_rows": 0}
 
 
 def test_gbm_round_processes_every_row_and_runs_on_the_host(tmp_path):

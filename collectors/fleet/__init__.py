@@ -41,7 +41,7 @@ fingerprinting and grouping the nodes into targets) -> `tasks` (what runs on a n
 
 from __future__ import annotations
 
-from collectors.fleet.cluster import FleetError, connected, import_ray
+from collectors.fleet.cluster import CONNECT_TIMEOUT_S, FleetError, connected, import_ray
 from collectors.fleet.driver import DEFAULT_MAX_RETRIES, collect_fleet
 from collectors.fleet.nodes import (
     FINGERPRINT_TIMEOUT_S,
@@ -58,6 +58,7 @@ from collectors.fleet.runner import OVERRUN_GRACE_S, POLL_S
 from collectors.fleet.tasks import DEFAULT_HOOKS, NodeJob, TaskHooks, measure_on_node
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "DEFAULT_HOOKS",
     "DEFAULT_MAX_RETRIES",
     "FINGERPRINT_TIMEOUT_S",

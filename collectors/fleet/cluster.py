@@ -5,7 +5,10 @@ imported only when a collection connects."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -33,24 +36,82 @@ def import_ray() -> Any:
     return ray
 
 
+CONNECT_TIMEOUT_S = 30.0
+"""Seconds `connected` waits for a Ray cluster before it gives up (`--ray-timeout-s`)."""
+
+
+def _fail(address: str, why: str) -> FleetError:
+    return FleetError(
+        f"cannot connect to the Ray cluster at {address!r}: {why[:200]}; start one (`ray start --head`) "
+        "or pass its address: --ray HOST:PORT"
+    )
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a HOST:PORT address (a ray:// client address too); None for 'auto' and
+    anything else Ray resolves itself."""
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def check_reachable(address: str, timeout_s: float) -> None:
+    """FleetError unless something accepts a TCP connection at `address` (HOST:PORT) within
+    `timeout_s`: nothing listening is known at once, an unreachable host within the bound, where
+    Ray itself would retry for minutes."""
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout_s):
+            pass
+    except TimeoutError:
+        raise _fail(address, f"no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise _fail(address, exc.strerror or type(exc).__name__) from None
+
+
+def _init_within(ray: Any, address: str, timeout_s: float, bound_s: float) -> None:
+    """`ray.init(address)` bounded by `timeout_s`: it runs in a helper thread while this thread
+    waits (so SIGINT / SIGTERM still interrupt the wait); past the bound, FleetError (naming
+    `bound_s`, the whole connection's)."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False, namespace="perfmodel")
+        except BaseException as exc:  # noqa: BLE001 - reported by the waiting thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=init, name="perfmodel-ray-connect", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise _fail(address, f"no Ray cluster answered within {bound_s:g} s (--ray-timeout-s)")
+    if failure:
+        exc = failure[0]
+        raise _fail(address, first_line(exc) or type(exc).__name__) from None
+
+
 @contextlib.contextmanager
-def connected(address: str) -> Iterator[Any]:
+def connected(address: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
     """The `ray` module, connected to the cluster at `address` ('auto': the one this machine
-    belongs to) for the block; an existing connection is reused and left open."""
+    belongs to) for the block; an existing connection is reused and left open. Connecting takes
+    at most `timeout_s` (then FleetError, one line); SIGINT / SIGTERM interrupt it."""
+    if not timeout_s > 0:
+        raise ConfigError(f"--ray-timeout-s must be > 0; got {timeout_s}")
     ray = import_ray()
     if ray.is_initialized():
         yield ray
         return
+    start = time.monotonic()
+    check_reachable(address, timeout_s)
     # Ray prints the cluster's error messages (a worker died, ...) on stdout: they are logs here.
     with contextlib.redirect_stdout(sys.stderr):
-        try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, namespace="perfmodel")
-        except Exception as exc:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError ... one line
-            raise FleetError(
-                f"cannot connect to the Ray cluster at {address!r}: "
-                f"{(first_line(exc) or type(exc).__name__)[:200]}; start one (`ray start --head`) "
-                "or pass its address: --ray HOST:PORT"
-            ) from None
+        _init_within(ray, address, max(timeout_s - (time.monotonic() - start), 0.1), timeout_s)
         try:
             yield ray
         finally:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collectors.fleet.cluster import FleetError, connected
+from collectors.fleet.cluster import CONNECT_TIMEOUT_S, FleetError, connected
 from collectors.fleet.nodes import select_targets, validate
 from collectors.fleet.results import FleetResult
 from collectors.fleet.runner import FleetDriver
@@ -30,10 +30,12 @@ def collect_fleet(
     progress: bool = True,
     wait: bool = False,
     hooks: TaskHooks | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> FleetResult:
     """Run `profile` on the Ray cluster at `address`, one task per target (see the
     collectors.fleet docstring), into `out_dir` (default perfmodel.paths.raw_dir()) held by this driver.
-    `budget_s` applies to each task. Another collector on the folder: CollectorBusy (or wait)."""
+    `budget_s` applies to each task; connecting takes at most `connect_timeout_s`. Another
+    collector on the folder: CollectorBusy (or wait)."""
     from collectors.interrupts import signal_name, signals_as_interrupt
     from collectors.lock import ensure_output_dir, hold_output_dir
     from perfmodel import paths
@@ -52,7 +54,7 @@ def collect_fleet(
                 hold_output_dir(
                     out, profile=f"{profile} (fleet)", wait=wait, on_wait=lambda t: sys.stderr.write(t + "\n")
                 ),
-                connected(address) as ray,
+                connected(address, timeout_s=connect_timeout_s) as ray,
             ):
                 state["t0"] = time.monotonic()
                 for damaged in set_aside_damaged(out):

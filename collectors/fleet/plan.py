@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.fleet.cluster import connected, first_line
+from collectors.fleet.cluster import CONNECT_TIMEOUT_S, connected, first_line
 from collectors.fleet.nodes import device_key, measured, select_targets, validate
 from collectors.fleet.tasks import TaskHooks, hooks_or_default
 from perfmodel.errors import PerfModelError
@@ -114,6 +114,7 @@ def plan_fleet(
     budget_s: float | None = None,
     model_dir: str | None = None,
     hooks: TaskHooks | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> FleetPlan:
     """Project `profile` on each target of the cluster at `address` (collectors.plan.plan_profile
     on the accelerator its node's fingerprint names, skipping what its hardware id already has in
@@ -125,7 +126,7 @@ def plan_fleet(
 
     budget = validate(profile, per, budget_s)
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()
-    with connected(address) as ray:
+    with connected(address, timeout_s=connect_timeout_s) as ray:
         targets, left_out = select_targets(ray, profile, per, out, hooks_or_default(hooks))
     planned = []
     for target in targets:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import typer
 
@@ -110,27 +109,9 @@ def gpus_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
 def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the model architectures in the catalog (also accepted: Hugging Face ids, config.json paths)."""
     # loaded when the command runs (CLI start-up)
-    from perfmodel.analytic.params import count_params
-    from perfmodel.catalog import get_model, model_entry, model_names
+    from perfmodel.api import model_catalog
 
-    rows: list[dict[str, Any]] = []
-    for name in model_names():
-        spec = get_model(name)
-        entry = model_entry(name)
-        rows.append(
-            {
-                "name": name,
-                "hf_id": entry.get("hf_id"),
-                "family": spec.family,
-                "arch": spec.arch,
-                "params_total": count_params(spec).total,
-                "hidden_size": spec.hidden_size,
-                "num_layers": spec.num_layers,
-                "num_heads": spec.num_heads,
-                "num_experts": spec.num_experts,
-                "source": spec.source,
-            }
-        )
+    rows = model_catalog()
     if json_out:
         _common.print_json(rows)
         return

@@ -101,6 +101,14 @@ def collect_command(
             help="With --ray: runs again of a failed node's task before it is reported.",
         ),
     ] = 1,
+    ray_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--ray-timeout-s",
+            min=0.1,
+            help="With --ray: seconds to wait for the cluster to answer before giving up.",
+        ),
+    ] = 30.0,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Measure this machine: micro-benchmarks, then real training slices; resumable (already
@@ -122,6 +130,7 @@ def collect_command(
             out_dir,
             budget_s,
             max_retries,
+            ray_timeout_s,
             plan=plan,
             wait=wait,
             json_out=json_out,
@@ -197,6 +206,7 @@ def _fleet(
     out: Path,
     budget_s: float | None,
     max_retries: int,
+    ray_timeout_s: float,
     *,
     plan: bool,
     wait: bool,
@@ -217,7 +227,9 @@ def _fleet(
         if given:
             raise typer.BadParameter("each node uses its own device with --ray; drop it", param_hint=flag)
     if plan:
-        projected = fleet.plan_fleet(profile, address=address, per=per, out_dir=out, budget_s=budget_s)
+        projected = fleet.plan_fleet(
+            profile, address=address, per=per, out_dir=out, budget_s=budget_s, connect_timeout_s=ray_timeout_s
+        )
         if json_out:
             _common.print_json(projected.to_dict())
         else:
@@ -233,6 +245,7 @@ def _fleet(
             out_dir=out,
             budget_s=budget_s,
             max_retries=max_retries,
+            connect_timeout_s=ray_timeout_s,
             progress=not json_out,
             wait=wait,
         )

@@ -24,7 +24,8 @@ from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, W
 DEFAULT_NOTES: dict[str, str] = {
     "training.precision": "bf16 (fp16, else fp32, where the accelerator has no bf16)",
     "training.epochs": "1 (with training.samples)",
-    "hardware.num_nodes": "the servers num_gpus fill (the catalog's gpus_per_server)",
+    "hardware.num_nodes": "the fewest servers that hold num_gpus evenly (the catalog's gpus_per_server each at most); "
+    "a given value that cannot hold them is an error",
     "framework": DEFAULT_FRAMEWORK,
 }
 """Defaults the config layer applies that differ from (or refine) the dataclass defaults."""
@@ -149,14 +150,13 @@ def _resolve_gpu(name: Any, assumptions: list[str]) -> GPUSpec:
 def _num_nodes(pick: _Picker, num_gpus: int, gpu: GPUSpec, assumptions: list[str]) -> int:
     """hardware.num_nodes as given, else the servers `num_gpus` fill (the catalog's gpus_per_server)."""
     if pick.given("hardware.num_nodes") or "hardware.num_nodes" in pick.soft:
-        return int(pick("hardware.num_nodes"))
+        nodes = int(pick("hardware.num_nodes"))
+        gpu.check_nodes(num_gpus, nodes)
+        return nodes
     nodes = gpu.servers_for(num_gpus)
     if num_gpus > 1:
-        assumptions.append(f"hardware.num_nodes not given: assumed {nodes} ({num_gpus} GPUs at {gpu.gpus_per_server} "
-                           f"per {gpu.name} server)")
-    if num_gpus % nodes:
-        raise ConfigError(f"hardware.num_gpus ({num_gpus}) does not split evenly over the {nodes} servers of "
-                          f"{gpu.gpus_per_server} {gpu.name} it needs: give hardware.num_nodes")
+        assumptions.append(f"hardware.num_nodes not given: assumed {nodes} ({num_gpus} GPUs, at most "
+                           f"{gpu.gpus_per_server} per {gpu.name} server, split evenly)")
     return nodes
 
 

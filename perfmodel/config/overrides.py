@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.errors import ConfigError, clip, quote
+from perfmodel.safe_yaml import load_yaml_text, read_yaml_file
 
 _PLAIN_INT = re.compile(r"0|-?[1-9][0-9]{0,17}")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
@@ -23,8 +24,6 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     """The mapping held by a YAML file, read through the bounded loader (perfmodel/safe_yaml.py);
     ConfigError if missing, not a regular file, too large, not YAML, has a duplicate key, empty or
     not a mapping."""
-    from perfmodel.safe_yaml import read_yaml_file
-
     p = Path(path).expanduser()
     data = read_yaml_file(p, what="config file")
     if data is None:
@@ -41,8 +40,6 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     """`'training.micro_batch_size=16'` -> (('training', 'micro_batch_size'), 16). The value is read as
     a YAML scalar through the bounded loader (so `16` is an int, `true` a bool, `null` unsets the
     key, `[a, b]` a list)."""
-    from perfmodel.safe_yaml import load_yaml_text
-
     shown = quote(text)
     if "=" not in text:
         raise ConfigError(f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16")
@@ -54,12 +51,20 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         )
     if not raw.strip():
         raise ConfigError(f"--set {shown} has no value; write {clip(key.strip())}=null to unset the key")
-    value = _plain_scalar(raw)
-    if value is _NOT_PLAIN:
-        value = load_yaml_text(raw, source=f"--set {shown}")
+    value = parse_value(raw, source=f"--set {shown}")
     if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
         raise ConfigError(f"--set {shown}: the value must be a number, a word, true/false, null or a list of words")
     return parts, value
+
+
+def parse_value(raw: str, *, source: str) -> Any:
+    """A command-line value (`--set`, `--vary`) read as YAML, except that numbers are decimal:
+    `017`, `0x100`, `0b11`, `0o17` and `1:30` are a ConfigError naming `source` (a config file
+    keeps YAML's own reading)."""
+    value = _plain_scalar(raw)
+    if value is _NOT_PLAIN:
+        value = load_yaml_text(raw, source=source, decimal_numbers=True)
+    return value
 
 
 def _plain_scalar(raw: str) -> Any:

@@ -25,13 +25,13 @@ relative to its folder.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel.catalog import get_gpu
 from perfmodel.catalog.prices import check_price, with_price
 from perfmodel.config import hf_args
 from perfmodel.config.build import build_workload
@@ -99,7 +99,9 @@ def get_dotted(config: Mapping[str, Any], dotted: str) -> Any:
 
 def data_flags(tokens: float | None, rows: int | None, dataset: str | os.PathLike[str] | None) -> DataFlags:
     """--tokens / --rows / --dataset, checked (at most one; in range)."""
-    given = [name for name, v in (("--tokens", tokens), ("--rows", rows), ("--dataset", dataset)) if v is not None]
+    given = [
+        name for name, v in (("--tokens", tokens), ("--rows", rows), ("--dataset", dataset)) if v is not None
+    ]
     if len(given) > 1:
         raise ConfigError(f"give only one of --tokens, --rows, --dataset (got {', '.join(given)})")
     if tokens is not None:
@@ -114,7 +116,9 @@ def data_flags(tokens: float | None, rows: int | None, dataset: str | os.PathLik
         problem = field_problem("training.samples", rows)
         if problem:
             raise ConfigError(problem.replace("training.samples", "--rows", 1))
-    return DataFlags(tokens=tokens, rows=rows, dataset=Path(dataset).expanduser() if dataset is not None else None)
+    return DataFlags(
+        tokens=tokens, rows=rows, dataset=Path(dataset).expanduser() if dataset is not None else None
+    )
 
 
 def option_value(parts: tuple[str, ...], value: Any) -> Any:
@@ -228,17 +232,35 @@ class ConfigSource:
             set_path(draft.native, s.parts, s.value, origin=s.origin)
             if s.value is None:
                 draft.soft.pop(".".join(s.parts), None)
-            if s.parts[0] == "training" and len(s.parts) == 2:
-                for alternate in hf_args.replaced_by(s.parts[1]):  # the option replaces the file's other spelling
+            if (
+                s.parts[0] == "training" and len(s.parts) == 2
+            ):  # the option replaces the file's other spelling
+                for alternate in hf_args.replaced_by(s.parts[1]):
                     draft.native.get("training", {}).pop(alternate, None)
+        if NODES_KEY not in changes and self._nodes_follow(native_changes, draft.native.get("hardware", {})):
+            draft.native.get("hardware", {}).pop("num_nodes", None)
+            draft.soft.pop(NODES_KEY, None)
         w = build_workload(draft, data=build_data, base_dir=self.base_dir)
         if PRICE_KEY not in native_changes:  # a swept price wins over --price
             w = with_price(w, self.price_per_gpu_hour)
-        if changes and NODES_KEY not in changes:
-            base = self._base_or_none()
-            if base is not None and w.parallel.num_gpus != base.parallel.num_gpus:
-                w = follow_nodes(w)
         return w
+
+    def _nodes_follow(self, changes: Mapping[str, Any], hardware: Mapping[str, Any]) -> bool:
+        """The config's num_nodes gives way to the derived one (the one node rule, GPUSpec.servers_for):
+        the change sets another GPU count, or another accelerator whose servers cannot hold the
+        config's GPUs per node."""
+        if GPUS_KEY in changes:
+            base = self._base_or_none()
+            if base is None or changes[GPUS_KEY] != base.parallel.num_gpus:
+                return True
+        if "hardware.gpu" in changes and "num_nodes" in hardware:
+            try:
+                get_gpu(str(changes["hardware.gpu"])).check_nodes(
+                    int(hardware.get("num_gpus", 1)), int(hardware["num_nodes"])
+                )
+            except (PerfModelError, TypeError, ValueError):
+                return True
+        return False
 
     def _draft(self, raw: dict[str, Any]) -> tuple[Draft, DataFlags]:
         """The native Draft of `raw` (a Ludwig config translated), and the data flags left for the
@@ -286,13 +308,3 @@ def named_paths(request: RunRequest, cwd: Path | None = None) -> list[tuple[str,
             out.append((".".join(parts), flag_path(value, cwd)))
     return out
 
-
-def follow_nodes(w: Workload) -> Workload:
-    """`w` with as many nodes as its GPU count fills (catalog gpus_per_server)."""
-    nodes = w.gpu.servers_for(w.parallel.num_gpus)
-    if nodes == w.parallel.num_nodes or w.parallel.num_gpus % nodes:
-        return w
-    parallel = dataclasses.replace(w.parallel, num_nodes=nodes)
-    kept = tuple(a for a in w.assumptions if not a.startswith(NODES_KEY))
-    line = f"{NODES_KEY}: {nodes} (servers of {w.gpu.gpus_per_server} x {w.gpu.name} for {w.parallel.num_gpus} GPUs)"
-    return dataclasses.replace(w, parallel=parallel, assumptions=(*kept, line))

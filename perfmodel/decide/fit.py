@@ -286,11 +286,8 @@ def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, boo
     unit = par.model_split * par.context_parallel
     if num_gpus % unit:
         return None
-    nodes = w.gpu.servers_for(num_gpus)
-    if num_gpus % nodes:
-        nodes = 1
     try:
-        moved = with_parallel(w, num_gpus=num_gpus, num_nodes=nodes, strategy=strategy)
+        moved = with_parallel(w, num_gpus=num_gpus, num_nodes=w.gpu.servers_for(num_gpus), strategy=strategy)
     except ConfigError:
         return None
     global_batch = _per_replica_batch(w) * par.data_parallel

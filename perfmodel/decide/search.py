@@ -107,11 +107,11 @@ def candidates(
                     else list(dict.fromkeys((base.parallel.strategy, *SEARCH_STRATEGIES)))
                 )
                 for strategy in strategies:
-                    nodes = base.parallel.num_nodes if n == base.parallel.num_gpus else w0.gpu.servers_for(n)
+                    nodes = w0.gpu.servers_for(n)
+                    if n == base.parallel.num_gpus and base.parallel.gpus_per_node <= w0.gpu.gpus_per_server:
+                        nodes = base.parallel.num_nodes  # the config's own layout, where it fits
                     try:
-                        placed = with_parallel(
-                            w0, num_gpus=n, num_nodes=nodes if n % nodes == 0 else 1, strategy=strategy
-                        )
+                        placed = with_parallel(w0, num_gpus=n, num_nodes=nodes, strategy=strategy)
                     except PerfModelError:
                         continue
                     dp = placed.parallel.data_parallel

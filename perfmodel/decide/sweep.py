@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.config.overrides import parse_value
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.outcome import Outcome
-from perfmodel.errors import ConfigError, PerfModelError
+from perfmodel.errors import ConfigError, PerfModelError, quote
 from perfmodel.prediction import predict_many, predictor_options
 from perfmodel.request import ConfigInput, RunRequest
 
@@ -42,9 +43,6 @@ CSV_INTERVALS = (
 def parse_vary(text: str) -> tuple[str, list[Any]]:
     """'training.micro_batch_size=1,2,4' -> ('training.micro_batch_size', [1, 2, 4]); each value is
     read as a YAML scalar (so 4 is an int, true a bool, A100-80GB a string)."""
-    # PyYAML: only when YAML is read
-    import yaml
-
     if "=" not in text:
         raise ConfigError(
             f"--vary {text!r} must look like KEY=V1,V2,..., e.g. training.micro_batch_size=1,2,4,8"
@@ -55,12 +53,7 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
     items = [v.strip() for v in raw.split(",")]
     if not raw.strip() or any(not v for v in items):
         raise ConfigError(f"--vary {text!r}: give values separated by commas, e.g. {key}=1,2,4")
-    values = []
-    for item in items:
-        try:
-            values.append(yaml.safe_load(item))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--vary {text!r}: {item!r} is not a YAML scalar") from exc
+    values = [parse_value(item, source=f"--vary {quote(text)}") for item in items]  # numbers in decimal
     if len(set(map(repr, values))) != len(values):
         raise ConfigError(f"--vary {text!r}: a value is repeated")
     return key, values

@@ -49,7 +49,11 @@ def registered_model_dir(model_uri: str) -> Path:
     tracker.check()
     try:
         client = tracker.client
-        found = client.get_model_version_by_alias(name, alias) if alias else client.get_model_version(name, version)
+        found = (
+            client.get_model_version_by_alias(name, alias)
+            if alias
+            else client.get_model_version(name, version)
+        )
     except Exception as exc:  # mlflow raises RestException, MlflowException ...: one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise TrackingError(f"{model_uri} is not in the registry at {tracker.uri}: {first}") from None

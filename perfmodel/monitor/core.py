@@ -13,14 +13,16 @@ the whole core runs under a fake clock in tests. The arithmetic is `perfmodel.mo
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from perfmodel.monitor import eta
 from perfmodel.monitor.eta import StepTimePrior
+from perfmodel.monitor.intervals import Intervals
 from perfmodel.monitor.utilization import Sampler, UtilSample, UtilStats, bottleneck_hints, summarize
 from perfmodel.prediction import Interval
 
@@ -45,20 +47,26 @@ class StepStats:
     """Coefficient of variation (standard deviation / mean; 0 with one interval)."""
 
     @classmethod
-    def of(cls, intervals: list[eta.Interval]) -> StepStats | None:
-        if not intervals:
+    def of(cls, intervals: Sequence[eta.Interval]) -> StepStats | None:
+        iv = Intervals.of(intervals)
+        if not len(iv):
             return None
-        times = sorted(eta.per_step(intervals))
-        mean = sum(s for _, s in intervals) / sum(k for k, _ in intervals)
-        cv = statistics.stdev(times) / statistics.fmean(times) if len(times) > 1 else 0.0
+        times = iv.per_step()
+        mean = iv.total_seconds() / iv.total_steps()
+        cv = _std(times) / float(np.mean(times)) if len(times) > 1 else 0.0
+        # linear interpolation between order statistics; partitions `times` in place
+        p10, median, p90 = np.quantile(times, (0.1, 0.5, 0.9), overwrite_input=True).tolist()
+        return cls(intervals=len(iv), median_s=median, mean_s=mean, p10_s=p10, p90_s=p90, cv=cv)
 
-        def q(p: float) -> float:  # linear interpolation between order statistics
-            x = p * (len(times) - 1)
-            lo = int(x)
-            hi = min(lo + 1, len(times) - 1)
-            return times[lo] + (times[hi] - times[lo]) * (x - lo)
 
-        return cls(intervals=len(times), median_s=q(0.5), mean_s=mean, p10_s=q(0.1), p90_s=q(0.9), cv=cv)
+def _std(x: np.ndarray, block: int = 1 << 20) -> float:
+    """Sample standard deviation, two-pass in blocks (no temporary the size of `x`)."""
+    mean = float(np.mean(x))
+    ss = 0.0
+    for lo in range(0, len(x), block):
+        d = x[lo : lo + block] - mean
+        ss += float(np.dot(d, d))
+    return (ss / (len(x) - 1)) ** 0.5
 
 
 def _iv(values: tuple[float, float, float] | None) -> Interval | None:
@@ -175,9 +183,12 @@ class RunMonitor:
         self.sample_every_s = sample_every_s
         self.reporter = reporter
         self.report_every_s = report_every_s
-        self.intervals: list[eta.Interval] = []
-        self.boundaries: list[float] = []
-        """Clock time at the start and at the end of each interval."""
+        self.intervals = Intervals()
+        self._bounds: list[float] | None = None
+        """Clock time at the start and at the end of each interval (None after `extend`: then the
+        start time plus the intervals' seconds)."""
+        self._t0 = self._t_last = 0.0
+        self._started = False
         self.samples: list[UtilSample] = []
         self.start_step = 0
         self.step = 0
@@ -200,14 +211,33 @@ class RunMonitor:
 
     @property
     def started(self) -> bool:
-        return bool(self.boundaries)
+        return self._started
+
+    @property
+    def started_at(self) -> float:
+        """Clock time at which timing started."""
+        return self._t0
+
+    @property
+    def last_update_at(self) -> float:
+        """Clock time of the latest progress (the start before any)."""
+        return self._t_last
 
     def start(self, step: int = 0, now: float | None = None) -> None:
         """Begin timing at global step `step` (a resumed run starts later than 0)."""
         now = self.clock() if now is None else now
-        self.boundaries = [now]
+        self._bounds = [now]
+        self._started = True
+        self._t0 = self._t_last = now
+        self.intervals = Intervals()
         self.start_step = self.step = step
         self._sample(now, force=True)
+
+    def _boundary(self, i: int) -> float:
+        """Clock time at the start of interval `i` (at the end of the last for i = len)."""
+        if self._bounds is not None:
+            return self._bounds[i]
+        return float(np.add.accumulate(np.concatenate(([self._t0], self.intervals.seconds[:i])))[-1])
 
     def update(self, step: int | None = None, now: float | None = None) -> EtaSnapshot | None:
         """The run has reached global step `step` (default: one more than before) at `now`.
@@ -218,8 +248,10 @@ class RunMonitor:
         step = self.step + 1 if step is None else int(step)
         if step <= self.step:
             return None  # no progress (a repeated report): nothing to time
-        self.intervals.append((step - self.step, now - self.boundaries[-1]))
-        self.boundaries.append(now)
+        self.intervals.append(step - self.step, now - self._t_last)
+        if self._bounds is not None:
+            self._bounds.append(now)
+        self._t_last = now
         self.step = step
         self._sample(now)
         if self._last_report is None or now - self._last_report >= self.report_every_s:
@@ -229,6 +261,61 @@ class RunMonitor:
                 self.reporter.report(snap)
             return snap
         return None
+
+    def extend(self, intervals: Sequence[eta.Interval]) -> None:
+        """Record `intervals` (steps >= 1 each) as `update` would one by one on a clock that
+        advances by their seconds, in one pass: the reports that would have been due are not
+        built (a monitor with a reporter or a sampler is updated one by one instead), but their
+        checks of the prior are made, so the result is the same. Linear in the intervals: what
+        `perfmodel monitor` replays a run's files with."""
+        iv = Intervals.of(intervals)
+        if not self.started:
+            self.start()
+        if self.reporter is not None or self.sampler is not None or len(self.intervals):
+            now = self._t_last
+            for k, seconds in iv:
+                now += seconds
+                self.update(self.step + k, now=now)
+            return
+        clock = np.empty(len(iv) + 1)  # the fake clock after each interval, summed as update() would
+        clock[0], clock[1:] = self._t_last, iv.seconds
+        np.add.accumulate(clock, out=clock)
+        clock = clock[1:]
+        due = _due(clock, self._last_report, self.report_every_s)
+        if len(due):
+            self._last_report = float(clock[due[-1]])
+        self.intervals, self._bounds = iv[:], None  # a view: appending later copies, never writes into iv
+        self.step += iv.total_steps()
+        self._t_last = float(clock[-1]) if len(clock) else self._t_last
+        del clock
+        if self.prior is not None and not self._prior_dropped and len(due):
+            self._prior_dropped = self._contradicted_at(due + 1)
+
+    def _contradicted_at(self, counts: np.ndarray) -> bool:
+        """Whether the snapshot after the first `count` intervals, for any of `counts` (ascending),
+        would have found the prior contradicted (and dropped it)."""
+        assert self.prior is not None
+        phases = _Phases()
+        small = counts[counts <= _EXACT_UP_TO]
+        for count in small.tolist():  # warm-up may be undecided: as snapshot() judges them
+            part = self.intervals[:count]
+            start = phases.start(part)  # a longer prefix each time, as live snapshots see it
+            est = eta.estimate_remaining(part[start:], None, self.prior, self.confidence)
+            if est is not None and est.prior_conflict:
+                return True
+        big = counts[counts > _EXACT_UP_TO]
+        if not len(big):
+            return False
+        self._phases.start(self.intervals)  # the whole run scanned once (the snapshot's scan too)
+        warm, events = self._phases.warmup(self.intervals), self._phases.events
+        ends = np.array([e for e, _ in events], dtype=np.int64)
+        starts = np.array([warm] + [s for _, s in events], dtype=np.int64)
+        first = starts[np.searchsorted(ends, big, side="right")]  # the phase each report saw
+        ok = big - first >= 2
+        if not ok.any():
+            return False
+        moments = _range_moments(self.intervals, first[ok], big[ok], center_at=warm)
+        return bool(eta.contradicts(self.prior, eta.observed_term(moments, self.confidence)).any())
 
     def finish(self, now: float | None = None) -> EtaSnapshot:
         """The run has ended: the final snapshot, reported once."""
@@ -263,7 +350,7 @@ class RunMonitor:
             self._prior_dropped = (
                 True  # once contradicted, the prediction stays out (also after a level shift)
             )
-        elapsed = now - self.boundaries[0] if self.boundaries else 0.0
+        elapsed = now - self._t0 if self.started else 0.0
         rem = (
             _iv(est.remaining_s)
             if est is not None
@@ -274,15 +361,15 @@ class RunMonitor:
             if rem
             else None
         )
-        util = summarize(self.samples, since_s=self.boundaries[start] if self.boundaries else None)
+        util = summarize(self.samples, since_s=self._boundary(start) if self.started and self.samples else None)
         p = self.prior
         return EtaSnapshot(
             steps_done=done,
             total_steps=None if self.total_steps is None else self.total_steps - self.start_step,
             elapsed_s=elapsed,
-            warmup_steps=sum(k for k, _ in self.intervals[:warm]),
-            warmup_s=sum(s for _, s in self.intervals[:warm]),
-            stable_from_step=self.start_step + sum(k for k, _ in self.intervals[:start]),
+            warmup_steps=self.intervals[:warm].total_steps(),
+            warmup_s=self.intervals[:warm].total_seconds(),
+            stable_from_step=self.start_step + self.intervals[:start].total_steps(),
             observed=observed,
             predicted_step_time_s=Interval(estimate=p.estimate_s, low=p.low_s, high=p.high_s) if p else None,
             step_time_s=_iv(est.step_time_s) if est else None,
@@ -293,7 +380,7 @@ class RunMonitor:
             utilization=util,
             hints=tuple(self._hints(est, util, observed)),
             finished=self._finished,
-            last_step_time_s=self.intervals[-1][1] / self.intervals[-1][0] if self.intervals else None,
+            last_step_time_s=self.intervals[-1][1] / self.intervals[-1][0] if len(self.intervals) else None,
             last_sample=self.samples[-1] if self.samples else None,
         )
 
@@ -317,9 +404,10 @@ class _Phases:
     decided_warmup: int | None = None
     stable: int | None = None
     scan_end: int = 0
-    _times: list[float] = field(default_factory=list)
+    events: list[tuple[int, int]] = field(default_factory=list)
+    """Level shifts found: (window end at which it was found, new start)."""
 
-    def warmup(self, intervals: list[eta.Interval]) -> int:
+    def warmup(self, intervals: Sequence[eta.Interval]) -> int:
         if self.decided_warmup is not None:
             return self.decided_warmup
         k, decided = eta.warmup_decision(intervals)
@@ -327,12 +415,95 @@ class _Phases:
             self.decided_warmup = k
         return k
 
-    def start(self, intervals: list[eta.Interval]) -> int:
+    def start(self, intervals: Intervals) -> int:
         warm = self.warmup(intervals)
         if self.decided_warmup is None:
             return warm
-        self._times.extend(eta.per_step(intervals[len(self._times) :]))
         if self.stable is None:
             self.stable, self.scan_end = warm, warm + 2 * eta.SHIFT_WINDOW
-        self.stable, self.scan_end = eta.scan_level_shifts(self._times, self.stable, self.scan_end)
+        if self.scan_end <= len(intervals):  # only the windows the scan still reads
+            lo = max(self.stable, self.scan_end - 5 * eta.SHIFT_WINDOW)
+            found: list[tuple[int, int]] = []
+            start, end = eta.scan_level_shifts(intervals[lo:].per_step(), self.stable - lo, self.scan_end - lo, found)
+            self.stable, self.scan_end = start + lo, end + lo
+            self.events += [(e + lo, s + lo) for e, s in found]
         return self.stable
+
+
+_EXACT_UP_TO = 2 * eta.MAX_WARMUP_INTERVALS + 2 * eta.WARMUP_WINDOW
+"""Reports after at most this many intervals are judged by the snapshot's own path (warm-up may
+still be undecided there); later ones, whose warm-up is decided, from range moments."""
+_MOMENT_BLOCK = 1 << 20
+"""Intervals per block when the prefix sums of `_range_moments` are streamed."""
+
+
+def _due(clock: np.ndarray, last: float | None, every_s: float) -> np.ndarray:
+    """Indices of the updates at which `update` reports: the first (when nothing was reported
+    yet), then each first one at least `every_s` after the previous report (the same float test)."""
+    due: list[int] = []
+    i, n = 0, len(clock)
+    while i < n:
+        if last is None:
+            j = i
+        else:
+            j = max(i, int(np.searchsorted(clock, last + every_s, side="left")))
+            while j < n and clock[j] - last < every_s:
+                j += 1
+            while j - 1 >= i and clock[j - 1] - last >= every_s:
+                j -= 1
+        if j >= n:
+            break
+        due.append(j)
+        last = float(clock[j])
+        i = j + 1
+    return np.array(due, dtype=np.int64)
+
+
+def _range_moments(intervals: Intervals, lo: np.ndarray, hi: np.ndarray, *, center_at: int = 0) -> eta.LogMoments:
+    """`eta.LogMoments` of the phases intervals[lo[i]:hi[i]] from prefix sums, computed in blocks
+    (memory: a block, not a copy of the run). Log step times are centred on interval
+    `center_at`'s (the first stable one), so the sums lose no precision to a common level and
+    a phase of identical times has exactly zero spread."""
+    marks = np.unique(np.concatenate([lo, hi, hi - 1]))
+    names = ("y", "yy", "cross", "seconds", "steps")
+    at = {name: np.zeros(len(marks)) for name in names}
+    carry = dict.fromkeys(names, 0.0)
+    n = len(intervals)
+    with np.errstate(divide="ignore"):
+        center = float(np.log(intervals.seconds[center_at] / intervals.steps[center_at])) if n else 0.0
+        for block in range(0, n, _MOMENT_BLOCK):
+            end = min(n, block + _MOMENT_BLOCK)
+            y = np.log(intervals.seconds[block : end + 1] / intervals.steps[block : end + 1]) - center
+            terms = {
+                "y": y[: end - block],
+                "yy": y[: end - block] ** 2,
+                "cross": y[: end - block] * y[1:] if end < n else np.append(y[:-1] * y[1:], 0.0),
+                "seconds": intervals.seconds[block:end],
+                "steps": intervals.steps[block:end].astype(np.float64),
+            }
+            inside = (marks >= block) & (marks < end)
+            offset = marks[inside] - block
+            for name, values in terms.items():
+                prefix = np.concatenate(([0.0], np.add.accumulate(values)))
+                at[name][inside] = carry[name] + prefix[offset]
+                carry[name] += float(prefix[-1])
+        final = marks >= n
+        for name in names:
+            at[name][final] = carry[name]
+        y_at = np.log(intervals.seconds[np.minimum(marks, n - 1)] / intervals.steps[np.minimum(marks, n - 1)]) - center
+
+    def value(name: str, where: np.ndarray) -> np.ndarray:
+        return at[name][np.searchsorted(marks, where)]
+
+    count = (hi - lo).astype(np.float64)
+    s1 = value("y", hi) - value("y", lo)
+    mean = s1 / count
+    first, last = y_at[np.searchsorted(marks, lo)], y_at[np.searchsorted(marks, hi - 1)]
+    cross = value("cross", hi - 1) - value("cross", lo)
+    return eta.LogMoments(
+        n=count,
+        steps=value("steps", hi) - value("steps", lo),
+        seconds=value("seconds", hi) - value("seconds", lo),
+        centered_ss=value("yy", hi) - value("yy", lo) - count * mean**2,
+        lag1_cross=cross - mean * (2 * s1 - first - last) + (count - 1) * mean**2,
+    )

@@ -38,6 +38,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from perfmodel.monitor.intervals import Intervals
+
 WARMUP_TOLERANCE = 0.25
 """An interval has settled when it is at most 25% slower than the median of those after it."""
 WARMUP_WINDOW = 5
@@ -140,18 +144,20 @@ def t_quantile(p: float, dof: int) -> float:
     )
 
 
-def per_step(intervals: Sequence[Interval]) -> list[float]:
+def per_step(intervals: Sequence[Interval]) -> np.ndarray:
     """Mean step time of each interval in s."""
-    return [seconds / steps for steps, seconds in intervals]
+    return Intervals.of(intervals).per_step()
 
 
 def warmup_decision(intervals: Sequence[Interval]) -> tuple[int, bool]:
     """(leading warm-up intervals, decided): decided once a settled interval was found or the
-    MAX_WARMUP_INTERVALS cap reached; undecided answers may still grow with more intervals."""
+    MAX_WARMUP_INTERVALS cap reached; undecided answers may still grow with more intervals.
+    Reads only the first MAX_WARMUP_INTERVALS + WARMUP_WINDOW + 2 intervals (the rule looks no
+    further)."""
     n = len(intervals)
     if n == 0:
         return 0, False
-    times = per_step(intervals)
+    times = per_step(intervals[: MAX_WARMUP_INTERVALS + WARMUP_WINDOW + 2]).tolist()
     cap = max(1, min(MAX_WARMUP_INTERVALS, n // 2))
     for k in range(1, n - WARMUP_WINDOW):
         if k > cap:
@@ -168,38 +174,97 @@ def warmup_intervals(intervals: Sequence[Interval]) -> int:
     return warmup_decision(intervals)[0]
 
 
-def _shifted(before: Sequence[float], recent: Sequence[float]) -> bool:
-    """The recent median differs by more than SHIFT_TOLERANCE and by more than SHIFT_NOISE_Z robust
-    standard errors of the difference of the two medians (so a noisy phase is not cut into pieces
-    by its own noise)."""
-    old, new = statistics.median(before), statistics.median(recent)
-    distance = abs(math.log(new / old))
-    logs = [math.log(t) for t in before]
-    center = statistics.median(logs)
-    robust_sd = 1.4826 * statistics.median(abs(x - center) for x in logs)
-    # a median of n has ~1.2533 x sd / sqrt(n) standard error (normal data); two windows differ
-    se = 1.2533 * robust_sd * math.sqrt(1 / len(recent) + 1 / len(before))
-    return distance > math.log(1 + SHIFT_TOLERANCE) and distance > SHIFT_NOISE_Z * se
+def _shifted(before: np.ndarray, recent: np.ndarray) -> np.ndarray:
+    """Per row of `before` (m x b) and `recent` (m x SHIFT_WINDOW): the recent median differs by
+    more than SHIFT_TOLERANCE and by more than SHIFT_NOISE_Z robust standard errors of the
+    difference of the two medians (so a noisy phase is not cut into pieces by its own noise)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.abs(np.log(np.median(recent, axis=1) / np.median(before, axis=1)))
+        out = distance > math.log(1 + SHIFT_TOLERANCE)
+        rows = np.flatnonzero(out)
+        if rows.size:  # the spread only where the medians differ enough
+            logs = np.log(before[rows])
+            center = np.median(logs, axis=1, keepdims=True)
+            robust_sd = 1.4826 * np.median(np.abs(logs - center), axis=1)
+            # a median of n has ~1.2533 x sd / sqrt(n) standard error (normal data); two windows differ
+            se = 1.2533 * robust_sd * math.sqrt(1 / recent.shape[1] + 1 / before.shape[1])
+            out[rows] = distance[rows] > SHIFT_NOISE_Z * se
+    return out
 
 
-def scan_level_shifts(times: Sequence[float], start: int, end: int) -> tuple[int, int]:
+_SCAN_CHUNKS = (64, 1 << 16)
+"""Window ends tested at once by the level-shift scan: from 64 after a shift, doubling to 65,536."""
+
+
+def scan_level_shifts(
+    times: Sequence[float] | np.ndarray, start: int, end: int, events: list[tuple[int, int]] | None = None
+) -> tuple[int, int]:
     """Continue the level-shift scan of `stable_start` from (stable start, next window end) over
-    per-step `times`; returns the updated pair (callers keep it to scan each interval once)."""
-    while end <= len(times):
-        recent = times[end - SHIFT_WINDOW : end]
-        before = times[max(start, end - 5 * SHIFT_WINDOW) : end - SHIFT_WINDOW]
-        if len(before) >= 2 * SHIFT_WINDOW and _shifted(before, recent):  # a spread from >= 20 intervals
-            old, new = statistics.median(before), statistics.median(recent)
-            lead = 0  # leading steps of the window still at the old level
-            while lead < SHIFT_WINDOW and abs(math.log(recent[lead] / old)) < abs(
-                math.log(recent[lead] / new)
-            ):
-                lead += 1
-            start = end - SHIFT_WINDOW + lead
-            end = start + 2 * SHIFT_WINDOW
+    per-step `times`; returns the updated pair (callers keep it to scan each interval once). Each
+    shift found is appended to `events` as (window end at which it was found, new start). The
+    windows ending at many positions are tested at once (numpy), so a scan is linear in the
+    intervals and fast."""
+    t = np.asarray(times, dtype=np.float64)
+    n, w = len(t), SHIFT_WINDOW
+    chunk = _SCAN_CHUNKS[0]
+    while end <= n:
+        if end - start < 5 * w:  # `before` still grows from the phase's start: one end at a time
+            before = t[start : end - w]
+            if len(before) >= 2 * w and _shifted(before[None, :], t[None, end - w : end])[0]:
+                start, end = _shift(t, start, end, events)
+                chunk = _SCAN_CHUNKS[0]
+            else:
+                end += 1
+            continue
+        last = min(n, end + chunk - 1)  # the window ends end..last
+        ends = np.flatnonzero(_may_shift(t, end, last)) + end
+        hit = ends[:0]
+        if ends.size:  # the exact test where the bounds cannot rule a shift out
+            rows = np.lib.stride_tricks.sliding_window_view(t, w)
+            recent = rows[ends - w]
+            before = np.lib.stride_tricks.sliding_window_view(t, 4 * w)[ends - 5 * w]
+            hit = ends[_shifted(before, recent)] - end
+        if hit.size:
+            start, end = _shift(t, start, end + int(hit[0]), events)
+            chunk = _SCAN_CHUNKS[0]
         else:
-            end += 1
+            end = last + 1
+            chunk = min(2 * chunk, _SCAN_CHUNKS[1])
     return start, end
+
+
+def _may_shift(t: np.ndarray, end: int, last: int) -> np.ndarray:
+    """For the window ends end..last of a phase at least 5 x SHIFT_WINDOW long: False where the
+    medians cannot differ by SHIFT_TOLERANCE. The median of `before` (4 windows of
+    SHIFT_WINDOW) lies between the smallest lower-middle and the largest upper-middle value of
+    those windows, and the recent window is the next one: one partition per window instead of
+    a median of 4 x SHIFT_WINDOW per end."""
+    w = SHIFT_WINDOW
+    base = end - 5 * w
+    windows = np.partition(np.lib.stride_tricks.sliding_window_view(t[base:last], w), (w // 2 - 1, w // 2), axis=1)
+    low, high = windows[:, w // 2 - 1], windows[:, w // 2]
+    count = last - end + 1
+    new = (low[4 * w : 4 * w + count] + high[4 * w : 4 * w + count]) / 2  # the recent window of each end
+    lowest = np.minimum.reduce([low[k * w : k * w + count] for k in range(4)])
+    highest = np.maximum.reduce([high[k * w : k * w + count] for k in range(4)])
+    factor = (1 + SHIFT_TOLERANCE) * (1 - 1e-9)  # a margin for rounding: never rules out a shift
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ~((new <= factor * lowest) & (new * factor >= highest))
+
+
+def _shift(t: np.ndarray, start: int, end: int, events: list[tuple[int, int]] | None) -> tuple[int, int]:
+    """The new phase after a shift found at window end `end`: it starts at the first step of the
+    window closer to the new median than to the old."""
+    w = SHIFT_WINDOW
+    recent = t[end - w : end]
+    old, new = float(np.median(t[max(start, end - 5 * w) : end - w])), float(np.median(recent))
+    lead = 0  # leading steps of the window still at the old level
+    while lead < w and abs(math.log(recent[lead] / old)) < abs(math.log(recent[lead] / new)):
+        lead += 1
+    start = end - w + lead
+    if events is not None:
+        events.append((end, start))
+    return start, start + 2 * w
 
 
 def stable_start(intervals: Sequence[Interval], warmup: int | None = None) -> int:
@@ -209,16 +274,90 @@ def stable_start(intervals: Sequence[Interval], warmup: int | None = None) -> in
     return scan_level_shifts(per_step(intervals), start, start + 2 * SHIFT_WINDOW)[0]
 
 
-def _lag1_autocorrelation(x: Sequence[float]) -> float:
-    if len(x) < 6:
-        return 0.0
-    mean = statistics.fmean(x)
-    dev = [v - mean for v in x]
-    den = sum(d * d for d in dev)
-    if den <= 0:
-        return 0.0
-    r = sum(a * b for a, b in zip(dev[:-1], dev[1:], strict=True)) / den
-    return min(max(r, 0.0), MAX_AUTOCORRELATION)
+@dataclass(frozen=True)
+class LogMoments:
+    """What the estimate needs of a stable phase's log step times (arrays: one entry per phase, so
+    many phases, e.g. a replay's report times, are judged at once)."""
+
+    n: np.ndarray
+    """Intervals."""
+    steps: np.ndarray
+    """Steps in them."""
+    seconds: np.ndarray
+    """Seconds they took."""
+    centered_ss: np.ndarray
+    """Sum of squared deviations of the log interval step times from their mean."""
+    lag1_cross: np.ndarray
+    """Sum of products of consecutive deviations (for the lag-1 autocorrelation)."""
+
+    @classmethod
+    def of(cls, intervals: Intervals) -> LogMoments:
+        """The moments of one phase, computed directly (two passes)."""
+        logs = intervals.per_step()
+        with np.errstate(divide="ignore"):
+            np.log(logs, out=logs)
+        logs -= logs.mean()
+        one = np.ones(1)
+        return cls(
+            n=one * len(intervals),
+            steps=one * intervals.total_steps(),
+            seconds=one * intervals.total_seconds(),
+            centered_ss=one * float(np.dot(logs, logs)),
+            lag1_cross=one * float(np.dot(logs[:-1], logs[1:])),
+        )
+
+
+@dataclass(frozen=True)
+class ObservedTerm:
+    """The stable phase's part of the blend, per phase (arrays)."""
+
+    mean_log: np.ndarray
+    """Log of the mean step time (total seconds / total steps)."""
+    variance: np.ndarray
+    """Variance of mean_log (Student-t inflated, n_eff, plus LEVEL_DRIFT squared)."""
+    noise_var: np.ndarray
+    """Step-to-step noise variance per remaining step (times the mean steps per interval)."""
+    spread: np.ndarray
+    """Standard deviation of log interval step times (floored at LOG_SPREAD_FLOOR)."""
+    n_eff: np.ndarray
+    """Intervals after the autocorrelation correction."""
+
+
+def observed_term(m: LogMoments, confidence: float, drift: float | None = None) -> ObservedTerm:
+    """The module's rule for the observation's log mean and its variance, for phases of >= 2 intervals."""
+    n = m.n
+    z = normal_quantile((1 + confidence) / 2)
+    spread = np.maximum(np.sqrt(np.maximum(m.centered_ss, 0.0) / (n - 1)), LOG_SPREAD_FLOOR)
+    positive = (n >= 6) & (m.centered_ss > 0)
+    r1 = np.where(positive, m.lag1_cross / np.where(positive, m.centered_ss, 1.0), 0.0)
+    r1 = np.clip(r1, 0.0, MAX_AUTOCORRELATION)
+    n_eff = np.maximum(n * (1 - r1) / (1 + r1), 2.0)
+    dof = np.maximum(n_eff.astype(np.int64) - 1, 1)
+    values, where = np.unique(dof, return_inverse=True)
+    t = np.array([t_quantile((1 + confidence) / 2, int(d)) for d in values])[where]
+    inflate = t / z
+    level = LEVEL_DRIFT if drift is None else drift
+    return ObservedTerm(
+        mean_log=np.log(m.seconds / m.steps),
+        variance=(inflate * spread) ** 2 / n_eff + level**2,
+        noise_var=(inflate * spread) ** 2 * (m.steps / n),
+        spread=spread,
+        n_eff=n_eff,
+    )
+
+
+def prior_term(prior: StepTimePrior) -> tuple[float, float]:
+    """(log estimate, variance) of a prior: its interval read as a normal at its confidence level."""
+    z_prior = normal_quantile((1 + prior.confidence) / 2)
+    sigma0 = max(math.log(prior.high_s / prior.low_s) / (2 * z_prior), LOG_SPREAD_FLOOR)
+    return math.log(prior.estimate_s), sigma0**2
+
+
+def contradicts(prior: StepTimePrior, observed: ObservedTerm) -> np.ndarray:
+    """Per phase: the observed log mean lies more than PRIOR_CONFLICT_Z combined standard
+    deviations from the prior."""
+    m0, v0 = prior_term(prior)
+    return (observed.mean_log - m0) ** 2 / (v0 + observed.variance) > PRIOR_CONFLICT_Z**2
 
 
 def estimate_remaining(
@@ -233,28 +372,18 @@ def estimate_remaining(
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1); got {confidence}")
     z = normal_quantile((1 + confidence) / 2)
-    n = len(stable)
+    intervals = Intervals.of(stable)
+    n = len(intervals)
     terms: list[tuple[float, float]] = []  # (log mean step time, variance) of each source
     if prior is not None:
-        z_prior = normal_quantile((1 + prior.confidence) / 2)
-        sigma0 = max(math.log(prior.high_s / prior.low_s) / (2 * z_prior), LOG_SPREAD_FLOOR)
-        terms.append((math.log(prior.estimate_s), sigma0**2))
+        terms.append(prior_term(prior))
     spread: float | None = None
     n_eff = 0.0
     noise_var = 0.0
     if n >= 2:
-        logs = [math.log(s / k) for k, s in stable]
-        spread = max(statistics.stdev(logs), LOG_SPREAD_FLOOR)
-        r1 = _lag1_autocorrelation(logs)
-        n_eff = max(n * (1 - r1) / (1 + r1), 2.0)
-        dof = max(int(n_eff) - 1, 1)
-        inflate = t_quantile((1 + confidence) / 2, dof) / z
-        steps = sum(k for k, _ in stable)
-        mean_log = math.log(sum(s for _, s in stable) / steps)
-        level = LEVEL_DRIFT if drift is None else drift
-        terms.append((mean_log, (inflate * spread) ** 2 / n_eff + level**2))
-        mean_k = steps / n
-        noise_var = (inflate * spread) ** 2 * mean_k
+        obs = observed_term(LogMoments.of(intervals), confidence, drift)
+        spread, n_eff, noise_var = float(obs.spread[0]), float(obs.n_eff[0]), float(obs.noise_var[0])
+        terms.append((float(obs.mean_log[0]), float(obs.variance[0])))
     if not terms:
         return None
     conflict = False

@@ -125,7 +125,7 @@ class PerfmodelCallback(TrainerCallback):  # type: ignore[misc]
             return
         m = self.session.monitor
         entry = state.log_history[-1]
-        entry["perfmodel_elapsed_s"] = round(m.clock() - m.boundaries[0], 6)
+        entry["perfmodel_elapsed_s"] = round(m.clock() - m.started_at, 6)
         snap = m.snapshot()
         if snap.remaining_s is not None:
             entry["perfmodel_eta_s"] = round(snap.remaining_s.estimate, 3)

@@ -7,17 +7,16 @@ monitor then runs on observations alone and says why in `notes`.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfmodel.config import load_workload, workload_to_native
+from perfmodel.config import resolve_workload, workload_to_native
 from perfmodel.errors import PerfModelError
 from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.prediction import predict
+from perfmodel.request import RunRequest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,29 +55,11 @@ def native_config(workload: Any) -> dict[str, Any]:
     return cfg
 
 
-def overrides_of(config: Mapping[str, Any]) -> list[str]:
-    """A native config mapping as `--set` overrides (section.key=value)."""
-    out = []
-    for section, values in config.items():
-        if section == "framework":
-            continue
-        if not isinstance(values, Mapping):
-            raise PerfModelError(f"config section {section!r} must be a mapping")
-        for key, value in values.items():
-            if value is None or isinstance(value, (list, dict)):
-                continue
-            text = json.dumps(value) if isinstance(value, (bool, str)) else repr(value)
-            out.append(f"{section}.{key}={text}")
-    return out
-
-
 def load_config_workload(config: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> Any:
-    """A Workload from a config file or a native mapping (+ `--set` style overrides)."""
-    if isinstance(config, Mapping):
-        w = load_workload(None, overrides=[*overrides_of(config), *overrides])
-        framework = config.get("framework")
-        return dataclasses.replace(w, framework=str(framework)) if framework else w
-    return load_workload(Path(config), overrides=list(overrides))
+    """A Workload from a config file or a config mapping (+ `--set` style overrides), resolved as
+    every front door resolves one (`perfmodel.config.resolve_workload`)."""
+    source = Path(config) if isinstance(config, str) else config
+    return resolve_workload(RunRequest.of(source, overrides=list(overrides)))
 
 
 def resolve_prior(

@@ -12,22 +12,45 @@ Formats (`read_trace(path)` detects them):
   utilisation) when present; without the profiler, `--follow` times the steps as the file changes;
 - a CSV or JSONL of steps: `step_time_s` (or `duration_s`, `seconds`) per row, or a cumulative
   `elapsed_s` (or `time_s`, `timestamp`); optional `step`, `gpu_util_pct`, `cpu_util_pct`.
+
+Every file is opened like a config file (perfmodel.files.open_regular): only a regular file, of at
+most MAX_JSON_BYTES (JSON, parsed whole) or MAX_TABLE_BYTES (step tables, streamed in chunks of
+CHUNK_ROWS rows into compact arrays, so memory stays a few hundred MB at 10 million steps). A row
+whose time is missing, NaN, infinite or negative, whose step number is not a whole number in
+0..MAX_STEP, or whose step does not pass the rows before it is skipped, and the skips are counted
+in the trace's notes: one bad row never drops the rows after it.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from perfmodel.errors import DataError
+from perfmodel.files import open_regular, read_bounded
+from perfmodel.monitor.intervals import Intervals
 from perfmodel.monitor.record import RECORD_FILE, is_record, record_from_json
 from perfmodel.monitor.utilization import UtilSample
 
 DURATION_KEYS = ("step_time_s", "duration_s", "seconds", "step_time")
 ELAPSED_KEYS = ("elapsed_s", "time_s", "timestamp", "wall_time_s")
-MAX_JSON_BYTES = 256 * 2**20
+MAX_JSON_BYTES = 64 * 2**20
+"""Largest JSON progress file read (64 MB: parsed whole, it takes several times that in memory;
+a trainer_state.json of 40,000 log entries is about 8 MB, a run record of a million steps 25 MB)."""
+MAX_TABLE_BYTES = 4 * 2**30
+"""Largest CSV / JSONL of steps (4 GiB, some 300 million rows: streamed, so memory stays bounded)."""
+CHUNK_ROWS = 1_000_000
+"""Rows of a step table parsed at a time."""
+MAX_STEP = 10**12
+"""Largest step number read as one (a million steps a second for 11 days); beyond it, absurd."""
+MAX_UTIL_SAMPLES = 100_000
+"""Utilisation readings kept from a step table; beyond, a regular subsample (every 2nd, 4th, ...)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,8 +61,9 @@ class RunTrace:
     """What was read."""
     format: str
     """perfmodel-run | hf-trainer-state | hf-checkpoints | ludwig | steps-csv | steps-jsonl."""
-    intervals: list[tuple[int, float]] = field(default_factory=list)
-    """(steps, seconds) between progress points; the first may include warm-up."""
+    intervals: Intervals = field(default_factory=Intervals)
+    """(steps, seconds) between progress points; the first may include warm-up (any sequence of
+    pairs is stored as Intervals)."""
     start_step: int = 0
     """Global step at which the first interval starts."""
     steps_done: int = 0
@@ -63,22 +87,44 @@ class RunTrace:
     notes: list[str] = field(default_factory=list)
     """What could not be read, and what was assumed."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "intervals", Intervals.of(self.intervals))
+
 
 def _load_json(path: Path) -> Any:
-    if path.stat().st_size > MAX_JSON_BYTES:
-        raise DataError(f"{path} is larger than {MAX_JSON_BYTES // 2**20} MB; not a progress file")
+    data = read_bounded(path, what="progress file", limit_bytes=MAX_JSON_BYTES, error=DataError)
     try:
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read {path} as JSON: {exc}") from None
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise DataError(f"cannot read {path} as JSON: {str(exc)[:200]}") from None
 
 
-def _intervals_from_points(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    out = []
-    for (s0, t0), (s1, t1) in zip(points[:-1], points[1:], strict=True):
-        if s1 > s0 and t1 >= t0:
-            out.append((s1 - s0, t1 - t0))
-    return out
+def _intervals_from_points(points: Sequence[tuple[float, float]]) -> Intervals:
+    """Intervals between consecutive (step, time) points where the step grows and the time does
+    not go back (NaN times fail the test: only their two intervals are lost)."""
+    if len(points) < 2:
+        return Intervals()
+    steps, times = (np.asarray(column, dtype=np.float64) for column in zip(*points, strict=True))
+    ds, dt = np.diff(steps), np.diff(times)
+    keep = (ds > 0) & (dt >= 0)
+    return Intervals(ds[keep].astype(np.int64), dt[keep])
+
+
+def _step_number(value: Any) -> float | None:
+    """A log entry's step as a number, None when it is not a whole number in 0..MAX_STEP."""
+    try:
+        step = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return step if 0 <= step <= MAX_STEP and step.is_integer() else None
+
+
+def _time_value(value: Any) -> float | None:
+    try:
+        t = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return t if np.isfinite(t) else None
 
 
 # --- Hugging Face -----------------------------------------------------------------------------
@@ -86,8 +132,9 @@ def _intervals_from_points(points: list[tuple[int, float]]) -> list[tuple[int, f
 
 def _hf_state(path: Path, state: dict[str, Any], checkpoints: list[tuple[int, float]]) -> RunTrace:
     history = [e for e in state.get("log_history") or [] if isinstance(e, dict)]
-    total = int(state["max_steps"]) if state.get("max_steps") else None
-    step = int(state.get("global_step") or 0)
+    total_steps = _step_number(state.get("max_steps") or 0)
+    total = int(total_steps) if total_steps else None
+    step = int(_step_number(state.get("global_step") or 0) or 0)
     final = next((e for e in reversed(history) if "train_loss" in e and "train_runtime" in e), None)
     finished = final is not None or (total is not None and step >= total)
     common: dict[str, Any] = {
@@ -99,11 +146,19 @@ def _hf_state(path: Path, state: dict[str, Any], checkpoints: list[tuple[int, fl
         "framework": "hf-eager",
     }
     for key in ("perfmodel_elapsed_s", "train_runtime"):
-        points = [(0, 0.0)] + [
-            (int(e["step"]), float(e[key])) for e in history if key in e and "step" in e and e is not final
-        ]
+        entries = [e for e in history if key in e and "step" in e and e is not final]
+        read = [(_step_number(e["step"]), _time_value(e[key])) for e in entries]
+        points = [(0.0, 0.0)] + [(st, t) for st, t in read if st is not None and t is not None]
         if len(points) >= 3:
-            return RunTrace(format="hf-trainer-state", intervals=_intervals_from_points(points), **common)
+            skipped = len(entries) - (len(points) - 1)
+            notes = (
+                [f"skipped {skipped} log entr{'y' if skipped == 1 else 'ies'} whose step or {key} is not a number in range"]
+                if skipped
+                else []
+            )
+            return RunTrace(
+                format="hf-trainer-state", intervals=_intervals_from_points(points), notes=notes, **common
+            )
     if len(checkpoints) >= 2:
         return RunTrace(
             format="hf-checkpoints",
@@ -115,7 +170,7 @@ def _hf_state(path: Path, state: dict[str, Any], checkpoints: list[tuple[int, fl
     if final is not None and step:
         return RunTrace(
             format="hf-trainer-state",
-            intervals=[(step, float(final["train_runtime"]))],
+            intervals=Intervals.of([(step, float(final["train_runtime"]))]),
             notes=[
                 "only the total train_runtime is logged: no warm-up exclusion or spread; use PerfmodelCallback "
                 "(or include_num_input_tokens_seen) for per-log times"
@@ -129,9 +184,11 @@ def _hf_checkpoint_points(folder: Path) -> list[tuple[int, float]]:
     points = []
     for p in folder.glob("checkpoint-*/trainer_state.json"):
         try:
-            points.append((int(_load_json(p).get("global_step") or 0), p.stat().st_mtime))
-        except DataError:
+            step = _step_number((_load_json(p) or {}).get("global_step") or 0)
+        except (DataError, AttributeError):
             continue
+        if step is not None:
+            points.append((int(step), p.stat().st_mtime))
     return sorted(points)
 
 
@@ -151,11 +208,11 @@ def _ludwig(path: Path, progress: dict[str, Any], profiles: list[dict[str, Any]]
     steps = int(progress.get("steps") or 0)
     notes = [f"epoch {progress.get('epoch')}, batch size {progress.get('batch_size')}"]
     train = [r for r in profiles if "train" in str(r.get("code_block_tag", "")).lower()] or profiles
-    intervals: list[tuple[int, float]] = []
+    intervals = Intervals()
     samples: list[UtilSample] = []
     if train and steps:
         run = train[-1]
-        intervals = [(steps, float(run["total_execution_time"]) / 1e6)]  # Ludwig records microseconds
+        intervals = Intervals.of([(steps, float(run["total_execution_time"]) / 1e6)])  # Ludwig records microseconds
         cpu = run.get("average_global_cpu_utilization", run.get("average_cpu_utilization"))
         if cpu is not None:
             samples = [UtilSample(t_s=intervals[0][1], cpu_pct=float(cpu), gpu_pct=None)]
@@ -180,68 +237,206 @@ def _ludwig(path: Path, progress: dict[str, Any], profiles: list[dict[str, Any]]
 # --- step tables ------------------------------------------------------------------------------
 
 
-def _rows(path: Path, fmt: str) -> list[dict[str, Any]]:
+class _StepTable:
+    """A CSV / JSONL of steps read chunk by chunk into intervals, by the module's rules for bad
+    rows. Durations: each row times the steps since the highest step before it. Cumulative times:
+    the rows whose step and time both pass every earlier row's are the points, the first of them
+    starts the clock, and each interval joins two consecutive points."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.duration: str | None = None
+        self.elapsed: str | None = None
+        self.has_step = False
+        self.rows = 0
+        self.skipped = {"time": 0, "step": 0, "order": 0}
+        self.start: float | None = None
+        """Step before the first interval."""
+        self.highest = -1.0
+        """Highest step number read so far (with durations: the boundary of the next interval)."""
+        self.latest = -np.inf
+        """Latest cumulative time read (cumulative times only)."""
+        self.point: tuple[float, float] | None = None
+        """The last point: (step, cumulative time) (cumulative times only)."""
+        self.t0 = 0.0
+        self.clock = 0.0
+        """Seconds since the first point at the last kept row (durations)."""
+        self.steps: list[np.ndarray] = []
+        self.seconds: list[np.ndarray] = []
+        self.samples: list[UtilSample] = []
+        self.sample_every = 1
+
+    def columns(self, names: Sequence[str]) -> None:
+        keys = set(names)
+        self.duration = next((k for k in DURATION_KEYS if k in keys), None)
+        self.elapsed = next((k for k in ELAPSED_KEYS if k in keys), None)
+        if self.duration is None and self.elapsed is None:
+            raise DataError(
+                f"{self.path} needs a column {' / '.join(DURATION_KEYS)} (per step) or "
+                f"{' / '.join(ELAPSED_KEYS)} (cumulative)"
+            )
+        self.has_step = "step" in keys
+
+    def add(self, frame: Any) -> None:
+        n = len(frame)
+        if self.has_step:
+            steps = _column(frame, ("step",))
+            assert steps is not None
+            good = np.isfinite(steps) & (steps >= 0) & (steps <= MAX_STEP) & (steps == np.floor(steps))
+        else:
+            steps = np.arange(self.rows + 1, self.rows + n + 1, dtype=np.float64)
+            good = np.ones(n, dtype=bool)
+        self.rows += n
+        self.skipped["step"] += int(n - good.sum())
+        time = _column(frame, (str(self.duration or self.elapsed),))
+        assert time is not None
+        steps, time, frame = steps[good], time[good], frame[good]
+        timed = np.isfinite(time) & (time >= 0 if self.duration is not None else True)
+        if self.start is None and len(steps):
+            if self.duration is not None:  # the first row times the steps since the one before it
+                self.start = self.highest = steps[0] - 1 if self.has_step else 0.0
+        passing = self._passing(steps)
+        if self.duration is not None:
+            before = np.maximum.accumulate(np.concatenate(([self.highest], steps)))
+            self.highest = float(before[-1])
+            keep = passing & timed
+            self.skipped["time"] += int((passing & ~timed).sum())  # its steps are not timed: left out
+            self._keep((steps - before[:-1])[keep], time[keep], frame[keep])
+        else:
+            self.skipped["time"] += int((passing & ~timed).sum())
+            self._points(steps, time, passing & timed, frame)
+
+    def _passing(self, steps: np.ndarray) -> np.ndarray:
+        """Rows whose step passes every earlier row's (the rest are counted)."""
+        before = np.maximum.accumulate(np.concatenate(([self.highest], steps)))[:-1]
+        passing = steps > before
+        self.skipped["order"] += int((~passing).sum())
+        return passing
+
+    def _keep(self, steps: np.ndarray, seconds: np.ndarray, frame: Any) -> None:
+        if not len(steps):
+            return
+        self.steps.append(_compact(steps))
+        self.seconds.append(seconds)
+        clock = np.add.accumulate(np.concatenate(([self.clock], seconds)))[1:]
+        self.clock = float(clock[-1])
+        self._samples(clock, frame)
+
+    def _points(self, steps: np.ndarray, time: np.ndarray, ok: np.ndarray, frame: Any) -> None:
+        steps, time, frame = steps[ok], time[ok], frame[ok]
+        latest = np.maximum.accumulate(np.concatenate(([self.latest], time)))[:-1]
+        forward = time >= latest  # the clock did not go back
+        self.skipped["order"] += int((~forward).sum())
+        steps, time, frame = steps[forward], time[forward], frame[forward]
+        if not len(steps):
+            return
+        self.highest, self.latest = max(self.highest, float(steps.max())), float(time.max())
+        if self.point is None:  # the first point starts the clock
+            self.point, self.t0, self.start = (float(steps[0]), float(time[0])), float(time[0]), float(steps[0])
+            self._samples(time[:1] - self.t0, frame[:1])
+            steps, time, frame = steps[1:], time[1:], frame[1:]
+            if not len(steps):
+                return
+        ds = np.diff(np.concatenate(([self.point[0]], steps)))
+        dt = np.diff(np.concatenate(([self.point[1]], time)))
+        self.point = (float(steps[-1]), float(time[-1]))
+        self.steps.append(_compact(ds))
+        self.seconds.append(dt)
+        self._samples(time - self.t0, frame)
+
+    def _samples(self, clock: np.ndarray, frame: Any) -> None:
+        cpu = _column(frame, ("cpu_util_pct", "cpu_util"))
+        gpu = _column(frame, ("gpu_util_pct", "gpu_util"))
+        if cpu is None and gpu is None:
+            return
+        known = np.zeros(len(clock), dtype=bool)
+        for values in (cpu, gpu):
+            if values is not None:
+                known |= np.isfinite(values)
+        for i in np.flatnonzero(known)[:: self.sample_every].tolist():
+            self.samples.append(
+                UtilSample(
+                    t_s=float(clock[i]),
+                    cpu_pct=None if cpu is None else _finite(cpu[i]),
+                    gpu_pct=None if gpu is None else _finite(gpu[i]),
+                )
+            )
+        while len(self.samples) > MAX_UTIL_SAMPLES:  # thin to every 2nd, and take every 2nd from now on
+            self.samples = self.samples[::2]
+            self.sample_every *= 2
+
+    def notes(self) -> list[str]:
+        total = sum(self.skipped.values())
+        if not total:
+            return []
+        parts = [
+            f"{self.skipped['time']:,} with a missing, NaN, infinite or negative time" if self.skipped["time"] else "",
+            f"{self.skipped['step']:,} whose step is not a whole number in 0..{MAX_STEP:.0e}"
+            if self.skipped["step"]
+            else "",
+            f"{self.skipped['order']:,} whose step (or time) does not pass the rows before"
+            if self.skipped["order"]
+            else "",
+        ]
+        return [f"skipped {total:,} of {self.rows:,} rows: " + "; ".join(p for p in parts if p)]
+
+
+def _compact(steps: np.ndarray) -> np.ndarray:
+    """Step counts in 32 bits where they fit (a run's intervals are mostly 1 step)."""
+    return steps.astype(np.int32 if len(steps) and steps.max() < 2**31 else np.int64)
+
+
+def _column(frame: Any, names: tuple[str, ...]) -> np.ndarray | None:
     import pandas as pd
 
-    try:
-        frame = pd.read_csv(path) if fmt == "steps-csv" else pd.read_json(path, lines=True)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is a data error
-        raise DataError(f"cannot read {path} as {fmt[6:].upper()}: {exc}") from None
-    frame.columns = [str(c).strip().lower() for c in frame.columns]
-    return frame.to_dict("records")
+    name = next((n for n in names if n in frame.columns), None)
+    if name is None:
+        return None
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 def _steps_table(path: Path, fmt: str) -> RunTrace:
-    rows = _rows(path, fmt)
-    if not rows:
+    import pandas as pd
+
+    table = _StepTable(path)
+    kind = fmt[6:].upper()
+    with open_regular(path, what="step table", limit_bytes=MAX_TABLE_BYTES, error=DataError) as fh:
+        try:
+            reader = (
+                pd.read_csv(fh, chunksize=CHUNK_ROWS)
+                if fmt == "steps-csv"
+                else pd.read_json(fh, lines=True, chunksize=CHUNK_ROWS)
+            )
+            with reader, warnings.catch_warnings():
+                warnings.simplefilter("ignore", pd.errors.DtypeWarning)  # a bad value in a number column
+                for chunk in reader:
+                    chunk.columns = [str(c).strip().lower() for c in chunk.columns]
+                    if table.duration is None and table.elapsed is None:
+                        table.columns(list(chunk.columns))
+                    table.add(chunk)
+        except DataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any parse failure is a data error
+            raise DataError(f"cannot read {path} as {kind}: {str(exc)[:200]}") from None
+    if not table.rows:
         raise DataError(f"{path} has no rows")
-    keys = set(rows[0])
-    dur = next((k for k in DURATION_KEYS if k in keys), None)
-    ela = next((k for k in ELAPSED_KEYS if k in keys), None)
-    if dur is None and ela is None:
-        raise DataError(
-            f"{path} needs a column {' / '.join(DURATION_KEYS)} (per step) or {' / '.join(ELAPSED_KEYS)} (cumulative)"
-        )
-    has_step = "step" in keys
-    steps = [int(r["step"]) if has_step else i + 1 for i, r in enumerate(rows)]
-    if dur is not None:
-        times, t = [], 0.0
-        for r in rows:
-            t += float(r[str(dur)])
-            times.append(t)
-        start = steps[0] - 1 if has_step else 0
-        points = [(start, 0.0)] + list(zip(steps, times, strict=True))
-    else:
-        key = str(ela)
-        t0 = float(rows[0][key])
-        points = [(s, float(r[key]) - t0) for s, r in zip(steps, rows, strict=True)]
-        start = points[0][0]
-    samples = [
-        UtilSample(
-            t_s=t,
-            cpu_pct=_num(r.get("cpu_util_pct", r.get("cpu_util"))),
-            gpu_pct=_num(r.get("gpu_util_pct", r.get("gpu_util"))),
-        )
-        for (_, t), r in zip(points[-len(rows) :], rows, strict=True)
-    ]
-    samples = [s for s in samples if s.cpu_pct is not None or s.gpu_pct is not None]
+    if table.start is None or (not table.steps and any(table.skipped.values())):
+        raise DataError(f"{path} has no row with a usable step and time; {' '.join(table.notes())}")
+    intervals = Intervals.concat(table.steps, table.seconds)
     return RunTrace(
         path=str(path),
         format=fmt,
-        intervals=_intervals_from_points(points),
-        start_step=start,
-        steps_done=steps[-1],
-        samples=samples,
+        intervals=intervals,
+        start_step=int(table.start),
+        steps_done=int(max(table.highest, table.start)),
+        samples=table.samples,
         updated_at=path.stat().st_mtime,
+        notes=table.notes(),
     )
-
-
-def _num(value: Any) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if v != v else v  # NaN
 
 
 # --- detection --------------------------------------------------------------------------------
@@ -249,11 +444,12 @@ def _num(value: Any) -> float | None:
 
 def _record(path: Path, data: dict[str, Any]) -> RunTrace:
     rec = record_from_json(data, str(path))
-    done = rec.start_step + sum(k for k, _ in rec.intervals)
+    intervals = Intervals.of(rec.intervals)
+    done = rec.start_step + intervals.total_steps()
     return RunTrace(
         path=str(path),
         format="perfmodel-run",
-        intervals=list(rec.intervals),
+        intervals=intervals,
         start_step=rec.start_step,
         steps_done=done,
         total_steps=rec.total_steps,

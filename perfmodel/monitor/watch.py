@@ -20,6 +20,7 @@ from typing import Any
 
 from perfmodel.monitor.core import EtaSnapshot, RunMonitor
 from perfmodel.monitor.eta import StepTimePrior
+from perfmodel.monitor.intervals import Intervals
 from perfmodel.monitor.prior import PriorInfo, resolve_prior
 from perfmodel.monitor.readers import RunTrace, read_trace
 
@@ -73,21 +74,19 @@ def replay(
     trace: RunTrace, info: PriorInfo, *, total_steps: int | None = None, confidence: float = 0.9
 ) -> EtaSnapshot:
     """The monitor core's snapshot after the trace's intervals (at the time of the last one)."""
-    t = [0.0]
     monitor = RunMonitor(
         total_steps=total_steps or trace.total_steps or info.total_steps,
         prior=info.prior,
         confidence=confidence,
-        clock=lambda: t[0],
+        clock=lambda: monitor.last_update_at,
     )
     monitor.start(step=trace.start_step, now=0.0)
-    step = trace.start_step
-    for k, seconds in trace.intervals:
-        t[0] += seconds
-        step += k
-        monitor.update(step, now=t[0])
+    monitor.extend(trace.intervals)  # as update() one by one, in one linear pass
+    if len(trace.intervals):  # steps of rows without a usable time were done too
+        monitor.step = max(monitor.step, trace.steps_done)
     monitor.samples = list(trace.samples)
-    return monitor.finish(now=t[0]) if trace.finished else monitor.snapshot(now=t[0])
+    end = monitor.last_update_at
+    return monitor.finish(now=end) if trace.finished else monitor.snapshot(now=end)
 
 
 def monitor_path(
@@ -135,9 +134,9 @@ def follow_path(
             if not seen or trace.steps_done > seen[-1][0]:
                 seen.append((trace.steps_done, trace.updated_at))
             points = list(seen)
-            intervals = [
+            intervals = Intervals.of(
                 (s1 - s0, t1 - t0) for (s0, t0), (s1, t1) in zip(points[:-1], points[1:], strict=True)
-            ]
+            )
             trace = replace(
                 trace,
                 intervals=intervals,

@@ -24,7 +24,6 @@ import copy
 import dataclasses
 import functools
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -42,9 +41,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from perfmodel.analytic.params import count_params
-from perfmodel.api import predict_document
-from perfmodel.catalog import get_gpu, get_model, gpu_names, model_entry, model_names
+from perfmodel.api import model_catalog, predict_document
+from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog.prices import default_price
 from perfmodel.config import ludwig, native
 from perfmodel.config.from_text import parse_config_text
@@ -258,35 +256,6 @@ def gpu_catalog() -> list[dict[str, Any]]:
     return out
 
 
-def model_catalog() -> list[dict[str, Any]]:
-    """Every catalog architecture (the fields of `perfmodel models --json`)."""
-    out = []
-    for name in model_names():
-        spec = get_model(name)
-        out.append(
-            {
-                "name": name,
-                "hf_id": model_entry(name).get("hf_id"),
-                "family": spec.family,
-                "arch": spec.arch,
-                "params_total": count_params(spec).total,
-                "hidden_size": spec.hidden_size,
-                "num_layers": spec.num_layers,
-                "num_heads": spec.num_heads,
-                "num_experts": spec.num_experts,
-                "source": spec.source,
-            }
-        )
-    return out
-
-
-def _decide_has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(f"perfmodel.decide.{module}") is not None
-    except ImportError:
-        return False
-
-
 # --- the application --------------------------------------------------------------------------
 
 
@@ -438,32 +407,26 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
         cost and peak memory, each {estimate, low, high}; fits_in_memory; model; workload; warnings)."""
         return await answer(request, rq.RunRequest, predict_job, bounded=True)
 
-    if _decide_has("sweep"):
+    @app.post("/v1/sweep", openapi_extra=rq.body_schema(rq.SweepRequest), tags=["decide"])
+    async def sweep(request: Request) -> Response:
+        """Predict a run at every combination of `vary` (the `perfmodel sweep --json` document)."""
+        return await answer(
+            request, rq.SweepRequest, lambda req, model: sweep_job(req, model, settings.max_sweep_points)
+        )
 
-        @app.post("/v1/sweep", openapi_extra=rq.body_schema(rq.SweepRequest), tags=["decide"])
-        async def sweep(request: Request) -> Response:
-            """Predict a run at every combination of `vary` (the `perfmodel sweep --json` document)."""
-            return await answer(
-                request, rq.SweepRequest, lambda req, model: sweep_job(req, model, settings.max_sweep_points)
-            )
+    @app.post("/v1/advise", openapi_extra=rq.body_schema(rq.AdviseRequest), tags=["decide"])
+    async def advise(request: Request) -> Response:
+        """Options that fit and meet `deadline_s` / `budget_usd` (the `perfmodel advise --json` document)."""
+        return await answer(request, rq.AdviseRequest, advise_job)
 
-    if _decide_has("advise"):
-
-        @app.post("/v1/advise", openapi_extra=rq.body_schema(rq.AdviseRequest), tags=["decide"])
-        async def advise(request: Request) -> Response:
-            """Options that fit and meet `deadline_s` / `budget_usd` (the `perfmodel advise --json` document)."""
-            return await answer(request, rq.AdviseRequest, advise_job)
-
-    if _decide_has("compare"):
-
-        @app.post("/v1/compare", openapi_extra=rq.body_schema(rq.CompareRequest), tags=["decide"])
-        async def compare(request: Request) -> Response:
-            """Configs side by side with time and cost ratios (the `perfmodel compare --json` document)."""
-            return await answer(
-                request,
-                rq.CompareRequest,
-                lambda req, model: compare_job(req, model, settings.max_compare_configs),
-            )
+    @app.post("/v1/compare", openapi_extra=rq.body_schema(rq.CompareRequest), tags=["decide"])
+    async def compare(request: Request) -> Response:
+        """Configs side by side with time and cost ratios (the `perfmodel compare --json` document)."""
+        return await answer(
+            request,
+            rq.CompareRequest,
+            lambda req, model: compare_job(req, model, settings.max_compare_configs),
+        )
 
     catalogs: dict[str, bytes] = {}
 
