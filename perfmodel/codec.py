@@ -169,7 +169,7 @@ def workload_to_row(w: Workload, **provenance: Any) -> dict[str, Any]:
     return row
 
 
-UNRECORDED_DEFAULTS = {
+UNRECORDED_DEFAULTS: dict[str, dict[str, Any]] = {
     "model": {"dropout": 0.0},
     "training": {"optimizer_state": None, "optimizer_in_backward": None, "checkpointing_policy": "full",
                  "lora_dropout": 0.0},
@@ -182,7 +182,7 @@ def recorded(w: Workload) -> Workload:
     """`w` as a feature-table row records it (UNRECORDED_DEFAULTS reset): what a learned feature
     computed from `w` must see, so that a prediction and a row of the same run agree. `w` itself
     when nothing differs."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for section, defaults in UNRECORDED_DEFAULTS.items():
         spec = getattr(w, section)
         diff = {k: v for k, v in defaults.items() if getattr(spec, k) != v}
