@@ -169,6 +169,28 @@ def workload_to_row(w: Workload, **provenance: Any) -> dict[str, Any]:
     return row
 
 
+UNRECORDED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "model": {"dropout": 0.0},
+    "training": {"optimizer_state": None, "optimizer_in_backward": None, "checkpointing_policy": "full",
+                 "lora_dropout": 0.0},
+}  # fmt: skip
+"""Workload fields a feature-table row does not record (memory-only details), with the value a
+workload read from a row gets."""
+
+
+def recorded(w: Workload) -> Workload:
+    """`w` as a feature-table row records it (UNRECORDED_DEFAULTS reset): what a learned feature
+    computed from `w` must see, so that a prediction and a row of the same run agree. `w` itself
+    when nothing differs."""
+    changes: dict[str, Any] = {}
+    for section, defaults in UNRECORDED_DEFAULTS.items():
+        spec = getattr(w, section)
+        diff = {k: v for k, v in defaults.items() if getattr(spec, k) != v}
+        if diff:
+            changes[section] = dataclasses.replace(spec, **diff)
+    return dataclasses.replace(w, **changes) if changes else w
+
+
 def workload_from_row(row: Mapping[str, Any], *, gpu: GPUSpec | None = None) -> Workload:
     """Rebuild the Workload a feature-table row measured (see the module docstring for required
     columns and defaults). `gpu` replaces the accelerator the row names (e.g. a device that only

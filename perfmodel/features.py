@@ -16,10 +16,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from perfmodel.analytic import AnalyticEstimate, estimate_many
+from perfmodel.analytic import AnalyticEstimate, estimate_many, peak_memory
 from perfmodel.analytic.step import plan_step
 from perfmodel.catalog.frameworks import recipe_of
-from perfmodel.codec import is_missing, workload_from_row
+from perfmodel.codec import is_missing, recorded, workload_from_row
 from perfmodel.errors import PerfModelError
 from perfmodel.workload import (
     ARCHS,
@@ -158,7 +158,7 @@ def feature_vector(
         "compute_share_of_bound": est.t_compute_s / bound,
         "memory_share_of_bound": est.t_memory_s / bound,
         "comm_share_of_bound": est.t_comm_exposed_s / bound,
-        "memory_fill_fraction": est.memory.total_gb / capacity,
+        "memory_fill_fraction": _recorded_memory_gb(w, est) / capacity,
         "includes_optimizer_step": float(includes_optimizer_step),
         "log_bound_over_busy": math.log10(bound / busy) if busy else 0.0,
         "log_bound_s": math.log10(bound),
@@ -336,3 +336,11 @@ def _candidates(table: Any) -> tuple[list[Any], dict[str, int]]:
             _CANDIDATES.pop(next(iter(_CANDIDATES)))
         _CANDIDATES[key] = (candidates, skipped)
     return candidates, skipped
+
+
+def _recorded_memory_gb(w: Workload, est: AnalyticEstimate) -> float:
+    """The device memory of `w` as a feature-table row records it (perfmodel.codec.recorded: no
+    dropout, optimizer-state format, step in backward, checkpointing policy or LoRA dropout), so
+    that the learned model sees the feature it was trained on and a row of the same run agrees."""
+    row_view = recorded(w)
+    return est.memory.total_gb if row_view is w else peak_memory(row_view).total_gb

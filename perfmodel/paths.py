@@ -66,6 +66,11 @@ def peak_memory_path() -> Path:
     return public_dir() / "memory" / "peak_memory.parquet"
 
 
+def memory_oracle_path() -> Path:
+    """The FakeTensor oracle's peaks on the memory grid (`python -m collectors.memory_grid`)."""
+    return datasets_dir() / "memory" / "oracle_grid.csv"
+
+
 def model_dir() -> Path:
     """The shipped learned model `perfmodel predict` reads."""
     return _env_path("PERFMODEL_MODEL_DIR") or project_root() / "models"

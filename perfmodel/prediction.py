@@ -17,6 +17,8 @@ from typing import Any
 
 from perfmodel import __version__
 from perfmodel.analytic import AnalyticEstimate, estimate
+from perfmodel.analytic.fit_verdict import FitVerdict, fit_verdict
+from perfmodel.analytic.memory import MemoryBreakdown
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
 from perfmodel.config.source import resolve_workload
@@ -37,12 +39,6 @@ ANALYTIC_EFFICIENCY = (0.5, 1.0, 1.5)
 learned model (and so no calibrated interval) is available: the kernel model's own estimate, with
 an uncalibrated x0.67-x2 range around it (an assumption, stated in the output)."""
 
-MEMORY_INTERVAL = (0.70, 1.50)
-"""Peak-memory interval as multiples of the analytic estimate. Set from the spread of 30 published
-peak-memory measurements (`perfmodel memcheck`: median absolute error ~29%, p90 ~46%, caching
-allocators reserve more than tensors need), so its coverage on them is in-sample; see README."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class PredictedRun:
     """A prediction. Never a measurement: see collectors for `Measured*` rows."""
@@ -53,6 +49,7 @@ class PredictedRun:
     total_time_s: Interval
     gpu_hours: Interval
     peak_memory_gb: Interval
+    """The allocated peak per GPU (what torch.cuda.max_memory_allocated reports)."""
     confidence_level: float
     total_steps: int
     fits_in_memory: bool
@@ -67,6 +64,12 @@ class PredictedRun:
     analytic: AnalyticEstimate
     plan: RunPlan
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    peak_memory_reserved_gb: Interval | None = None
+    """What PyTorch's caching allocator reserves at the peak (max_memory_reserved)."""
+    device_memory_gb: Interval | None = None
+    """The device total: reserved + CUDA context and communication buffers (what must fit)."""
+    memory_verdict: FitVerdict | None = None
+    """fits / tight / does not fit (perfmodel.analytic.fit_verdict), on the device total."""
     cost_usd: Interval | None = None
     """Cost of the run in USD: gpu_hours x price per GPU-hour; None when no price is known."""
     price: PriceQuote | None = None
@@ -104,6 +107,14 @@ class PredictedRun:
             "assumptions": list(w.assumptions),
             "memory_capacity_gb": self.memory_capacity_gb,
             "memory_margin_gb": self.memory_margin_gb,
+            "peak_memory_kind": PEAK_MEMORY_KIND,
+            "peak_memory_reserved_gb": self.peak_memory_reserved_gb.as_dict() if self.peak_memory_reserved_gb else None,
+            "device_memory_gb": self.device_memory_gb.as_dict() if self.device_memory_gb else None,
+            "memory_verdict": self.memory_verdict.to_json() if self.memory_verdict else None,
+            "memory_peak_phase": m.phase,
+            "memory_paged_gb": m.paged_gb,
+            "memory_offloaded_gb": m.offloaded_gb,
+            "activations_by_kernel_gb": dict(m.activations_by_kernel_gb),
             "memory_breakdown_gb": {
                 "weights": m.weights_gb,
                 "gradients": m.gradients_gb,
@@ -136,6 +147,32 @@ class PredictedRun:
             "cost_usd": self.cost_usd.as_dict() if self.cost_usd else None,
             "price_per_gpu_hour": self.price.to_json() if self.price is not None else None,
         }
+
+
+PEAK_MEMORY_KIND = "allocated"
+"""What `peak_memory_gb` is: the allocated peak (torch.cuda.max_memory_allocated); the reserved
+peak and the device total are `peak_memory_reserved_gb` and `device_memory_gb`, the verdict
+compares the device total."""
+
+
+def memory_intervals(m: MemoryBreakdown) -> dict[str, Interval]:
+    """The three memory numbers of an estimate, each an Interval: allocated, reserved, device."""
+    return {k: Interval(estimate=e, low=lo, high=hi) for k, (lo, e, hi) in m.ranges().items()}
+
+
+def memory_warnings(v: FitVerdict, w: Workload) -> list[str]:
+    """What a prediction says about its memory verdict."""
+    if not v.capacity_gb or v.verdict == "fits":
+        return []
+    if v.verdict == "tight":
+        return [
+            f"memory is tight: {v.device_gb:.1f} GB of {v.capacity_gb:.0f} GB per GPU, up to {v.device_high_gb:.1f} GB; "
+            "consider a smaller micro-batch or activation checkpointing"
+        ]
+    return [
+        f"does not fit: needs ~{v.device_gb:.1f} GB per GPU, {w.gpu.name} has {v.capacity_gb:.0f} GB; "
+        "try activation checkpointing, a smaller micro_batch_size, LoRA, an 8-bit optimizer, or sharding (fsdp/zero3)"
+    ]
 
 
 def _workload_json(w: Workload) -> dict[str, Any]:
@@ -251,22 +288,9 @@ def _assemble(
     price = price_for(workload)
     if price is None:
         warnings.append(no_price_warning(workload))
-    mem_total = est.memory.total_gb
-    memory = Interval(
-        estimate=mem_total, low=mem_total * MEMORY_INTERVAL[0], high=mem_total * MEMORY_INTERVAL[1]
-    )
-    capacity = float(workload.gpu.memory_gb)
-    fits = mem_total <= capacity if capacity else True
-    if capacity and fits and memory.high > capacity:
-        warnings.append(
-            f"peak memory {mem_total:.1f} GB fits in {capacity:.0f} GB, but the interval's high end "
-            f"({memory.high:.1f} GB) does not: consider a smaller micro-batch or activation checkpointing"
-        )
-    if not fits:
-        warnings.append(
-            f"does not fit: needs ~{mem_total:.1f} GB per GPU, {workload.gpu.name} has {capacity:.0f} GB; "
-            "try activation checkpointing, a smaller micro_batch_size, LoRA, or sharding (fsdp/zero3)"
-        )
+    memory = memory_intervals(est.memory)
+    verdict = fit_verdict(est.memory, float(workload.gpu.memory_gb))
+    warnings.extend(memory_warnings(verdict, workload))
     mfu = None
     if est.flops.model_flops_per_step and est.peak_tflops:
         peak_total = est.peak_tflops * 1e12 * gpus
@@ -280,12 +304,15 @@ def _assemble(
         step_time_s=step,
         total_time_s=total,
         gpu_hours=gpu_hours,
-        peak_memory_gb=memory,
+        peak_memory_gb=memory["allocated"],
+        peak_memory_reserved_gb=memory["reserved"],
+        device_memory_gb=memory["device"],
+        memory_verdict=verdict,
         confidence_level=confidence,
         total_steps=plan.total_steps,
-        fits_in_memory=fits,
-        memory_capacity_gb=capacity,
-        memory_margin_gb=capacity - mem_total,
+        fits_in_memory=verdict.fits,
+        memory_capacity_gb=verdict.capacity_gb,
+        memory_margin_gb=verdict.margin_gb,
         bottleneck=est.bottleneck,
         mfu=mfu,
         model_kind=kind,

@@ -33,9 +33,20 @@ OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
 """torch.optim implementations (PyTorch docs, torch.optim "Algorithms": for-loop, foreach
 (multi-tensor), fused (one kernel for all parameters)); apex / DeepSpeed FusedAdam is 'fused'."""
 
-OPTIMIZER_STATES = ("fp32", "8bit", "paged-8bit")
-"""How optimizer states are stored: fp32 (torch.optim), 8-bit block-wise (bitsandbytes Adam8bit),
-8-bit paged to host memory under pressure (bitsandbytes PagedAdamW8bit)."""
+OPTIMIZER_STATES = ("fp32", "8bit", "paged-8bit", "paged-fp32")
+"""How optimizer states are stored: fp32 (torch.optim; the parameters' dtype when they are 16-bit),
+8-bit block-wise (bitsandbytes Adam8bit), 8-bit or 32-bit in CUDA managed memory that pages to the
+host under pressure (bitsandbytes PagedAdamW8bit, PagedAdamW: outside PyTorch's allocator)."""
+
+GQA_MODES = ("native", "repeat")
+"""How grouped-query attention meets the attention kernel: `native` (SDPA enable_gqa / FlashAttention
+read each K/V head for its group; transformers sdpa_attention_forward when there is no padding
+mask), `repeat` (K and V repeated to every query head first, repeat_interleave / repeat_kv: the
+copies are saved for backward)."""
+
+LORA_DTYPES = ("fp32", "model")
+"""The dtype of LoRA adapters: `fp32` (PEFT upcasts 16-bit adapters, autocast_adapter_dtype=True, and
+casts each adapter's input to it), `model` (adapters in the model's dtype, no cast)."""
 
 LOSS_MODES = ("materialized", "chunked", "fused-linear")
 """How the loss over the vocabulary runs: `materialized` (the full tokens x vocab logits, upcast
@@ -81,6 +92,14 @@ class FrameworkRecipe:
     lora_fused: bool = False
     """LoRA adapters run in fused custom autograd functions (unsloth fast_lora), not as separate
     dropout / matmul / scale / add ops."""
+    gqa: str = "native"
+    """How grouped-query attention reaches the attention kernel (one of GQA_MODES)."""
+    lora_dtype: str = "fp32"
+    """The dtype LoRA adapters are kept and run in (one of LORA_DTYPES)."""
+    kv_cache: bool = False
+    """The model fills a KV cache in its training forward (transformers models: config.use_cache is
+    True by default and only gradient checkpointing turns it off): every layer's keys and values are
+    copied into it and held until the forward's output is dropped, through the loss."""
     activation_offload: bool = False
     """Checkpointed activations are offloaded to host memory (unsloth's gradient checkpointing,
     torchtune enable_activation_offloading)."""
@@ -105,6 +124,8 @@ class FrameworkRecipe:
             ("optimizer_impl", OPTIMIZER_IMPLS),
             ("optimizer_state", OPTIMIZER_STATES),
             ("loss", LOSS_MODES),
+            ("gqa", GQA_MODES),
+            ("lora_dtype", LORA_DTYPES),
         ):
             value = getattr(self, attr)
             if value not in allowed:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel.errors import ConfigError, quote
-from perfmodel.recipes import FrameworkRecipe
+from perfmodel.recipes import OPTIMIZER_STATES, FrameworkRecipe
 
 PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16", "fp16", "fp8")
 """Training precisions. `amp_*` = fp32 master weights with autocast matmuls; bare `bf16`/`fp16` =
@@ -24,6 +24,7 @@ Engine style) with bf16 weights and fp32 master copy."""
 STRATEGIES = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "lbfgs", "none")
 ATTENTION_KERNELS = ("sdpa", "flash", "eager")
+CHECKPOINTING_POLICIES = ("full", "selective")
 ARCHS = ("decoder", "encoder", "encoder-decoder", "cnn", "mlp", "gbm", "other")
 FRAMEWORKS = ("hf-eager", "torch-eager", "composer-fsdp", "megatron", "nemo", "torchtitan", "deepspeed", "dle-ngc", "lightgbm",
               "ludwig")
@@ -79,6 +80,8 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "training.lora_r": FieldRange(1, 1 << 16),
     "training.lora_target_modules": FieldRange(1, 1_000),
     "training.trainable_fraction": FieldRange(0, 1),
+    "training.lora_dropout": FieldRange(0, 1),
+    "model.dropout": FieldRange(0, 1),
     "training.tokens": FieldRange(1, 1e17),
     "training.samples": FieldRange(1, 1e15),
     "training.epochs": FieldRange(0, 1_000_000, low_open=True),
@@ -105,6 +108,8 @@ FIELD_CHOICES: dict[str, tuple[Any, ...]] = {
     "training.optimizer": OPTIMIZERS,
     "training.attention_kernel": ATTENTION_KERNELS,
     "training.quantization_bits": (4, 8),
+    "training.checkpointing_policy": CHECKPOINTING_POLICIES,
+    "training.optimizer_state": OPTIMIZER_STATES,
     "hardware.strategy": STRATEGIES,
 }
 """Allowed values of every enumerated field, by dotted config path."""
@@ -222,6 +227,10 @@ class ModelSpec:
     """Experts each token is routed to (top-k)."""
     learned_pos_embeddings: int = 0
     """Rows of a learned absolute position-embedding table (0 for rotary/ALiBi)."""
+    dropout: float = 0.0
+    """Dropout probability of the model's hidden and attention dropout layers in training (its
+    config.json: hidden_dropout_prob, resid_pdrop, attention_dropout, ...); each dropout keeps a
+    1-byte mask per element for backward."""
     params_total: int | None = None
     """Total parameters; required for non-transformer archs, optional override otherwise."""
     forward_gflops_per_sample: float | None = None
@@ -300,12 +309,24 @@ class TrainingSpec:
     """One of OPTIMIZERS."""
     activation_checkpointing: bool = False
     """Full activation recomputation in backward (adds one forward pass)."""
+    checkpointing_policy: str = "full"
+    """What activation checkpointing keeps of each layer (one of CHECKPOINTING_POLICIES): `full`,
+    its input (the layer is recomputed in backward); `selective`, also the outputs of every other
+    matmul and of attention (torchtitan's per-op policy). Ignored without activation_checkpointing."""
     lora_r: int | None = None
     """LoRA rank; None = full fine-tuning."""
     lora_target_modules: int = 2
     """Weight matrices per layer that carry LoRA adapters (2 = q,v as in PEFT's default)."""
+    lora_dropout: float = 0.0
+    """Dropout probability on each adapter's input (PEFT lora_dropout; its default 0)."""
     quantization_bits: int | None = None
     """Bits of the frozen base weights (4 or 8, QLoRA); None = unquantized."""
+    optimizer_state: str | None = None
+    """How optimizer states are stored (fp32, 8bit, paged-8bit, paged-fp32: bitsandbytes); None: the
+    framework recipe's default (unsloth: 8bit)."""
+    optimizer_in_backward: bool | None = None
+    """The optimizer step runs inside backward, one parameter at a time, so the gradients of the
+    whole model are never held at once (torchtune optimizer_in_bwd); None: the recipe's default."""
     fused_cross_entropy: bool = False
     """Fused/chunked linear cross-entropy (Liger-Kernel, torchtune chunked loss): the full
     (tokens x vocab) logits are never materialised."""

@@ -212,7 +212,7 @@ CASES = [
     Case("several-problems", predict(config(with_valid("training:\n  seq_len: 0\n  lora_rank: 8") + "framework: torchtun\n")), "3 problems in", lines=4),
     # --- Hugging Face keys --------------------------------------------------------------------------
     Case("hf-key-refused", predict(config(with_valid("training:\n  deepspeed: ds_config.json"))), "use hardware.strategy (zero1, zero2 or zero3)"),
-    Case("hf-8bit-optimizer", predict(config(with_valid("training:\n  optim: paged_adamw_8bit"))), "8-bit optimizer state is not modelled"),
+    Case("hf-4bit-optimizer", predict(config(with_valid("training:\n  optim: adamw_torch_4bit"))), "4-bit optimizer state is not modelled"),
     Case("hf-and-native-precision", predict(config(with_valid("training:\n  bf16: true\n  precision: bf16"))),
          "training.bf16 and training.precision set the same thing"),
     # --- flags --------------------------------------------------------------------------------------

@@ -355,7 +355,8 @@ def test_max_steps_overrides_epochs_as_in_transformers(tmp_path):
         ("  per_device_train_batch_size: 4\n  micro_batch_size: 8\n", "set the same thing: give one"),
         ("  bf16: true\n  precision: bf16\n", "training.bf16 and training.precision set the same thing"),
         ("  bf16: true\n  fp16: true\n", "both true: choose one"),
-        ("  optim: adamw_bnb_8bit\n", "8-bit optimizer state is not modelled; use training.optimizer: adamw"),
+        ("  optim: adamw_torch_4bit\n", "4-bit optimizer state is not modelled; use training.optimizer_state: 8bit"),
+        ("  optim: paged_adamw_8bit\n  optimizer_state: fp32\n", "training.optim and training.optimizer_state set the same thing"),
         ("  optim: rmsprop\n", "no one-to-one native optimizer"),
         ("  deepspeed: ds.json\n", "use hardware.strategy (zero1, zero2 or zero3)"),
         ("  per_device_eval_batch_size: 8\n", "use training.eval_fraction"),
@@ -410,6 +411,17 @@ def test_an_override_value_reads_as_the_yaml_loader_reads_it(raw):
     _, value = parse_override(f"training.x={raw}")
     expected = load_yaml_text(raw, source="test")
     assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    "optim,optimizer,state",
+    [("paged_adamw_8bit", "adamw", "paged-8bit"), ("adamw_bnb_8bit", "adamw", "8bit"),
+     ("paged_adamw_32bit", "adamw", "paged-fp32"), ("adamw_torch_fused", "adamw", "fp32"), ("lion_8bit", "lion", "8bit")],
+)
+def test_hugging_face_optim_sets_the_optimizer_and_its_state_format(tmp_path, optim, optimizer, state):
+    w = load_workload(write(tmp_path, MINIMAL.replace("  tokens", f"  optim: {optim}\n  tokens")))
+    assert (w.training.optimizer, w.training.optimizer_state) == (optimizer, state)
+    assert any(f"training.optimizer_state = {state}" in a for a in w.assumptions)
 
 
 @pytest.mark.parametrize("raw,base", [("017", 8), ("-017", 8), ("0x100", 16), ("0b101", 2), ("1:30", 60), ("1:30.5", 60), ("[512, 0x10]", 16)])

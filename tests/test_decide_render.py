@@ -1,4 +1,5 @@
-"""Peak memory in the sweep / compare / advise tables carries its interval, like time and cost:
+"""Memory in the sweep / compare / advise tables (the device total the fit verdict compares)
+carries its interval, like time and cost:
 '35.6/80 GB (24.9–53.3)', in GB, at 80 columns as on a wide terminal. Predicted numbers change
 with every retrained model, so the oracle is the result object each table was rendered from."""
 
@@ -28,7 +29,7 @@ def _lines(con) -> list[str]:
 
 def _assert_shown(found: tuple[str, ...], outcome) -> None:
     est, cap, low, high = (float(x) for x in found)
-    iv = outcome.peak_memory_gb
+    iv = outcome.device_memory_gb
     # printed with one decimal: within half a unit in the last place of the value
     assert est == pytest.approx(iv.estimate, abs=0.051)
     assert low == pytest.approx(iv.low, abs=0.051) and high == pytest.approx(iv.high, abs=0.051)
@@ -70,7 +71,7 @@ def test_sweep_at_80_columns_puts_the_memory_interval_below_its_estimate(sweep):
     rows = [i for i, line in enumerate(lines) if line.startswith(("A100-80GB", "L40S"))]
     assert len(rows) == 4
     for i, point in zip(rows, sweep.points, strict=True):
-        iv = point.outcome.peak_memory_gb
+        iv = point.outcome.device_memory_gb
         cap = point.outcome.memory_capacity_gb
         assert f"{iv.estimate:.1f}/{cap:.0f} GB" in lines[i]
         assert f"({iv.low:.1f}–{iv.high:.1f})" in lines[i + 1]  # the ends on the line below
@@ -92,9 +93,9 @@ def test_compare_shows_each_runs_memory_interval_and_marks_oom_once_per_run():
         assert all(len(line.rstrip()) <= width for line in lines)
         text = "\n".join(lines)
         for r in result.runs:
-            iv = r.outcome.peak_memory_gb
+            iv = r.outcome.device_memory_gb
             assert f"({iv.low:.1f}–{iv.high:.1f})" in text, (width, r.label)
-        (row,) = [line for line in lines if "Peak memory" in line]
+        (row,) = [line for line in lines if "Device memory" in line]
         assert row.count("OOM") == 1  # the one run that does not fit
         if width == 200:
             found = MEMORY.findall(row)
@@ -122,4 +123,4 @@ def test_advise_options_show_peak_memory_with_its_interval_and_no_field_is_split
             assert len(found) == 1, line
             _assert_shown(found[0], opt.outcome)
         now = result.current.outcome
-        assert any(f"({now.peak_memory_gb.low:.1f}–{now.peak_memory_gb.high:.1f})" in line for line in lines)
+        assert any(f"({now.device_memory_gb.low:.1f}–{now.device_memory_gb.high:.1f})" in line for line in lines)

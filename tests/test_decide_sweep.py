@@ -37,6 +37,8 @@ POINT_KEYS = {
     "peak_memory_gb",
     "memory_capacity_gb",
     "fits_in_memory",
+    "device_memory_gb",
+    "memory_verdict",
     "mfu",
     "gpu",
     "num_gpus",

@@ -1,39 +1,137 @@
-"""Peak device memory per GPU: weights, gradients, optimizer state, activations, overhead."""
+"""Peak device memory per GPU of one training step: three numbers and their intervals.
+
+  * allocated peak: the tensors alive at the step's worst moment, what
+    `torch.cuda.max_memory_allocated` reports: weights, gradients, optimizer state, what autograd
+    keeps for backward (perfmodel.analytic.activations, kernel by kernel as the framework recipe
+    runs them) and the temporaries of the moment (the loss over the vocabulary, a layer's backward,
+    the optimizer step's own buffers, gathered FSDP layers, DDP buckets);
+  * reserved: what PyTorch's caching allocator holds for them (`max_memory_reserved`: block
+    rounding, cached free blocks, fragmentation);
+  * device total: reserved plus what lives outside the allocator (CUDA context and kernels, NCCL
+    communication buffers): what nvidia-smi shows, and what must fit in the GPU's memory.
+
+The step's worst moment is the largest of its phases: the loss forward (logits, their fp32 copy,
+the log-probabilities) and backward (two fp32 gradients of the logits beside the kept
+log-probabilities), the backward of the last layer (its recomputation under checkpointing), the end
+of backward (every gradient) and the optimizer step (its temporaries: foreach AdamW's square-root
+copy of the second moments). With gradient accumulation the gradients of earlier micro-batches
+are held throughout.
+
+Checked against the FakeTensor oracle (perfmodel/measure/memory_oracle.py, exact for what it runs) on a
+grid of shapes (docs/memory.md, tests/test_memory_oracle.py) and against published measurements
+(`perfmodel memcheck`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
+from perfmodel.analytic import activations as act
 from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.params import ParamCounts, count_params
+from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.workload import Workload
 
 GB = 1e9
 
+NF4_BYTES_PER_WEIGHT = 0.5 + 4 / 64
+"""bitsandbytes NF4 storage: 4 bits per weight plus one fp32 absmax per 64 (transformers'
+BitsAndBytesConfig default: bnb_4bit_use_double_quant=False)."""
+INT8_BYTES_PER_WEIGHT = 1.0
+"""bitsandbytes LLM.int8(): one byte per weight (the per-row fp32 scales are negligible)."""
+BNB_8BIT_STATE_BYTES = 1 + 4 / 256
+"""bitsandbytes block-wise 8-bit optimizer state: one byte per element plus an fp32 absmax per 256
+(Optimizer8bit, block_wise=True); tensors under 4096 elements keep fp32 states."""
+BNB_8BIT_MIN_SIZE = 4096
+TORCHTUNE_LOSS_CHUNKS = 8
+"""Chunks of torchtune's CEWithChunkedOutputLoss (num_output_chunks)."""
+
+RESERVED_FACTOR = (1.00, 1.10, 1.50)
+"""(low, estimate, high) `max_memory_reserved` / `max_memory_allocated` of one training step. The
+caching allocator rounds blocks to 512 bytes and keeps freed blocks for reuse; with fixed shapes
+(one sequence length) it reuses them nearly exactly, with many shapes (eager attention's per-layer
+temporaries, a loop optimizer, variable-length batches) it fragments: Hugging Face's bert-large
+V100 runs show nvidia-smi at up to 1.5x the oracle's allocated peak after the context
+(`perfmodel memcheck`). The estimate is an assumption inside that span; the allocator frees its
+cache and retries before it reports out of memory, so reserved above the peak need not fail."""
+CUDA_CONTEXT_GB = (0.3, 0.5, 1.3)
+"""(low, estimate, high) device memory outside PyTorch's allocator on one CUDA GPU: the context and
+loaded kernels (CUDA >= 11.7 loads modules lazily: ~0.3-0.6 GB on Ampere/Hopper; Hugging Face's
+V100 measurements include ~1.3 GB of context, datasets/public hf_transformers_perf_docs)."""
+NCCL_BUFFERS_GB = (0.2, 0.5, 1.5)
+"""(low, estimate, high) NCCL's own buffers per GPU when it communicates (several channels of
+NCCL_BUFFSIZE = 4 MiB per peer and protocol): outside the allocator. An assumption."""
+ALLOCATED_INTERVAL = (0.93, 1.10)
+"""The allocated peak's interval as multiples of its estimate: the analytic model against the
+FakeTensor oracle (docs/memory.md: median 1-2%, worst ~6% low) plus what a real run allocates beside
+the step the oracle runs (cuBLAS workspaces, the allocator's block rounding, framework buffers:
++1-3% on the H200 peaks the issue cites)."""
+FOREACH_TEMP_STATES = 1
+"""foreach AdamW (torch.optim._multi_tensor_adamw) allocates one copy of the second moments for
+their square root (torch._foreach_sqrt) during the step; the fused kernel allocates nothing."""
+LAYER_BACKWARD_TEMPS = {"gated": 3, "gated-fused": 1, "plain": 2}
+"""f-wide gradients alive together at the start of the last layer's backward, beside two d-wide
+ones (the residual's gradient and the final norm's): a gated MLP's product, silu(gate) and up
+(down-projection, then mul backward, before the saved factors are freed); Liger's SwiGLU
+backward writes into its saved inputs (only the product's gradient is new); GELU's input and
+output."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryBreakdown:
-    """Bytes per GPU at the peak of a training step, in GB (1e9 bytes)."""
+    """Bytes per GPU at the peak of a training step, in GB (1e9 bytes). The first five sum to the
+    allocated peak; `overhead_gb` is the rest of the device total."""
 
     weights_gb: float
     gradients_gb: float
     optimizer_gb: float
     activations_gb: float
+    """Kept for backward at the peak (autocast weight copies included)."""
     temporary_gb: float
-    """Gathered FSDP/ZeRO-3 layers, communication buckets, logits."""
+    """The moment's own tensors: the loss over the vocabulary, a layer's backward, the optimizer
+    step's buffers, gathered FSDP/ZeRO-3 layers, DDP buckets."""
     overhead_gb: float
-    """Framework context and allocator fragmentation."""
+    """Device total minus the allocated peak: allocator caching and fragmentation, CUDA context,
+    NCCL buffers."""
+    phase: str = ""
+    """Where the allocated peak is: forward/loss, loss backward, layer backward, end of backward,
+    optimizer step (or 'steady' for models without a phase model)."""
+    reserved_gb: float | None = None
+    """Estimated max_memory_reserved (None: allocated + overhead, no allocator model)."""
+    allocated_range_gb: tuple[float, float] | None = None
+    reserved_range_gb: tuple[float, float] | None = None
+    device_range_gb: tuple[float, float] | None = None
+    paged_gb: float = 0.0
+    """Optimizer state in CUDA managed memory (bitsandbytes paged optimizers): outside the allocator,
+    paged to host memory when the device is short, so not counted against capacity."""
+    offloaded_gb: float = 0.0
+    """State kept in host memory instead (CPU offload)."""
+    activations_by_kernel_gb: dict[str, float] = field(default_factory=dict)
+    """What one micro-batch's forward keeps for backward, by kernel kind (norm, attention,
+    activation, lora, autocast weight copies, ...), at the end of the forward."""
+
+    @property
+    def allocated_gb(self) -> float:
+        """The allocated peak (what torch.cuda.max_memory_allocated reports)."""
+        return self.weights_gb + self.gradients_gb + self.optimizer_gb + self.activations_gb + self.temporary_gb
 
     @property
     def total_gb(self) -> float:
-        return (
-            self.weights_gb
-            + self.gradients_gb
-            + self.optimizer_gb
-            + self.activations_gb
-            + self.temporary_gb
-            + self.overhead_gb
-        )
+        """The device total: allocated peak + overhead (what must fit in the GPU's memory)."""
+        return self.allocated_gb + self.overhead_gb
+
+    @property
+    def reserved(self) -> float:
+        return self.reserved_gb if self.reserved_gb is not None else self.total_gb
+
+    def ranges(self) -> dict[str, tuple[float, float, float]]:
+        """(low, estimate, high) of the three numbers: allocated, reserved, device."""
+        alloc = self.allocated_gb
+        lo, hi = self.allocated_range_gb or (alloc, alloc)
+        r_lo, r_hi = self.reserved_range_gb or (self.reserved, self.reserved)
+        d_lo, d_hi = self.device_range_gb or (self.total_gb, self.total_gb)
+        return {"allocated": (lo, alloc, hi), "reserved": (r_lo, self.reserved, r_hi), "device": (d_lo, self.total_gb, d_hi)}
 
 
 def _shard(strategy: str, dp: int) -> tuple[float, float, float]:
@@ -48,7 +146,7 @@ def _shard(strategy: str, dp: int) -> tuple[float, float, float]:
 
 
 def weight_bytes_per_param(w: Workload) -> float:
-    """Bytes per frozen/base weight, honouring quantization."""
+    """Bytes per frozen/base weight, honouring quantization (the traffic model's convention)."""
     bits = w.training.quantization_bits
     if bits:
         # NF4/int8 storage plus block-wise quantization constants
@@ -58,84 +156,362 @@ def weight_bytes_per_param(w: Workload) -> float:
     return float(cv.WEIGHT_BYTES[w.training.precision])
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Params:
+    """Parameter counts by role (parameters, not bytes)."""
+
+    total: float
+    linear: float
+    """Weights of the blocks' linear layers (what quantization and autocast copies concern)."""
+    head: float
+    """The LM head's own weights (0 when tied or absent)."""
+    lora: float
+    trainable: float
+    largest: float
+    """The largest single trainable tensor (a for-loop optimizer's temporaries)."""
+
+
+def _params(w: Workload, p: ParamCounts) -> _Params:
+    m, t = w.model, w.training
+    d, f = float(m.hidden_size or 0), float(m.ffn_size)
+    q, kv = m.attention_width, m.kv_heads * m.head_width
+    layers = float(m.num_layers or 0)
+    per_layer = d * q + 2 * d * kv + q * d + (3 if m.gated_mlp else 2) * d * f * max(1, m.num_experts)
+    head = float(m.vocab_size or 0) * d if m.arch in ("decoder", "encoder-decoder") and not m.tied_embeddings else 0.0
+    shapes = {"q": d + q, "k": d + kv, "v": d + kv, "o": q + d, "gate": d + f, "up": d + f, "down": f + d}
+    lora = 0.0
+    if t.lora_r:
+        order = act.LORA_TARGET_ORDER if m.gated_mlp else tuple(x for x in act.LORA_TARGET_ORDER if x != "gate")
+        targets = order[: t.lora_target_modules]
+        extra = max(0, t.lora_target_modules - len(order))
+        lora = layers * t.lora_r * (sum(shapes[x] for x in targets) + extra * (d + d))
+    base_total = p.total - p.lora
+    if t.lora_r:
+        trainable = lora
+        largest = t.lora_r * max(d, f)
+    else:
+        fraction = 1.0 if t.trainable_fraction is None else float(t.trainable_fraction)
+        trainable = base_total * fraction
+        largest = max(float(m.vocab_size or 0) * d, d * f) if fraction else 0.0
+    return _Params(total=base_total + lora, linear=layers * per_layer, head=head, lora=lora, trainable=trainable, largest=largest)
+
+
 def estimate_memory(w: Workload, params: ParamCounts | None = None) -> MemoryBreakdown:
+    """The step's peak memory per GPU (see the module docstring)."""
     p = params or count_params(w.model, w.training)
-    t, par = w.training, w.parallel
-    model_split = par.model_split
+    if not w.model.is_transformer:
+        return _finish(w, _non_transformer(w, p))
+    return _finish(w, _transformer(w, p))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Peak:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    temporary: float
+    phase: str
+    paged: float = 0.0
+    offloaded: float = 0.0
+    by_kernel: dict[str, float] = field(default_factory=dict)
+
+
+def _states(w: Workload, pr: _Params, grad_bytes: float) -> tuple[float, float, float]:
+    """(optimizer state bytes on the device, in managed memory, one step's temporaries) before sharding."""
+    t = w.training
+    recipe = recipe_of(w)
+    states = cv.OPTIMIZER_STATES.get(t.optimizer, 2)
+    fmt = t.optimizer_state or recipe.optimizer_state
+    if not states:
+        return 0.0, 0.0, 0.0
+    if fmt in ("8bit", "paged-8bit"):
+        small = pr.trainable if pr.largest < BNB_8BIT_MIN_SIZE else 0.0
+        per = BNB_8BIT_STATE_BYTES
+        total = states * ((pr.trainable - small) * per + small * 4.0)
+        temp = 0.0  # one fused kernel, in place
+    else:
+        # torch.optim keeps states in the parameters' dtype (fp8 training: fp32 states)
+        per = 4.0 if t.precision == "fp8" else grad_bytes
+        total = states * pr.trainable * per
+        impl = recipe.optimizer_impl if w.gpu.vendor != "cpu" else "for-loop"
+        if t.optimizer in ("adamw", "adam"):
+            temp = FOREACH_TEMP_STATES * pr.trainable * per if impl == "foreach" else 0.0
+            if impl == "for-loop":
+                temp = pr.largest * per
+        else:
+            temp = 0.0
+    if fmt.startswith("paged"):
+        return 0.0, total, temp
+    return total, 0.0, temp
+
+
+def _transformer(w: Workload, p: ParamCounts) -> _Peak:
+    m, t, par = w.model, w.training, w.parallel
+    recipe = recipe_of(w)
+    pr = _params(w, p)
+    prec = t.precision
+    amp = prec.startswith("amp")
+    res = 4 if prec in ("fp32", "tf32") or amp else 2
+    a = 4 if prec in ("fp32", "tf32") else 2
+    wb = float(cv.WEIGHT_BYTES[prec])
+    lora_bytes = 4.0 if recipe.lora_dtype == "fp32" or res == 4 else float(res)
+    d, V = float(m.hidden_size or 0), float(m.vocab_size or 0)
+    split_model = par.model_split
+    div_w, div_g, div_o = _shard(par.strategy, par.shard_group)
+    fsdp = par.strategy in ("fsdp", "zero3") and par.shard_group > 1
+
+    # --- parameters, gradients, optimizer state -------------------------------------------------
+    frozen = pr.total - pr.trainable
+    if t.quantization_bits:
+        q_bytes = NF4_BYTES_PER_WEIGHT if t.quantization_bits == 4 else INT8_BYTES_PER_WEIGHT
+        weights = pr.linear * q_bytes + max(0.0, frozen - pr.linear) * wb
+    else:
+        weights = frozen * wb
+    grad_bytes = lora_bytes if t.lora_r else (2.0 if prec == "fp8" else wb)
+    weights += pr.trainable * (lora_bytes if t.lora_r else wb)
+    if prec == "fp8":
+        weights += pr.trainable * cv.MASTER_BYTES["fp8"]
+    weights /= split_model * div_w
+    in_backward = t.optimizer_in_backward if t.optimizer_in_backward is not None else recipe.optimizer_in_backward
+    grads_all = pr.trainable * grad_bytes / (split_model * div_g)
+    optimizer, paged, opt_temp = _states(w, pr, grad_bytes)
+    optimizer, paged, opt_temp = (x / (split_model * div_o) for x in (optimizer, paged, opt_temp))
+    offloaded = 0.0
+    if par.cpu_offload:
+        # ZeRO-Offload: fp32 master weights and Adam moments live on the host, the step runs there
+        offloaded = optimizer
+        optimizer, opt_temp = 0.0, 0.0
+        if prec == "fp8":
+            master = pr.trainable * cv.MASTER_BYTES["fp8"] / (split_model * div_w)
+            weights -= master
+            offloaded += master
+    if in_backward:  # one parameter's gradient and step at a time
+        step_grads = pr.largest * grad_bytes
+        opt_temp = min(opt_temp, pr.largest * grad_bytes) if opt_temp else 0.0
+    else:
+        step_grads = grads_all
+    held = grads_all if t.grad_accum_steps > 1 and not in_backward else 0.0
+
+    # --- what one micro-batch keeps for backward ------------------------------------------------
+    b, s = float(t.micro_batch_size), float(t.seq_len)
+    split = float(par.activation_split)
+    tokens = b * s / split
+    local_layers = max(1, int(m.num_layers or 0) // par.pipeline_parallel)
+    first, rest = act.layer(w, first=True), act.layer(w)
+    by_kernel: dict[str, float] = {}
+    if t.activation_checkpointing:
+        kept_layer = res * d
+        if t.checkpointing_policy == "selective":
+            kept_layer += sum(rest.mm_outputs[0::2]) + rest.sdpa_outputs
+        layers_kept = tokens * local_layers * kept_layer
+        by_kernel["checkpoint"] = layers_kept
+        if recipe.activation_offload:  # offloaded checkpoints: one layer's input on the device at a time
+            layers_kept = tokens * kept_layer
+            by_kernel["checkpoint"] = layers_kept
+        recompute = tokens * rest.bytes_per_token
+    else:
+        layers_kept = tokens * (first.bytes_per_token + (local_layers - 1) * rest.bytes_per_token)
+        for kernel, value in rest.by_kernel().items():
+            by_kernel[kernel] = tokens * value * (local_layers - 1)
+        for kernel, value in first.by_kernel().items():
+            by_kernel[kernel] = by_kernel.get(kernel, 0.0) + tokens * value
+        recompute = 0.0
+    first_saved = recompute if t.activation_checkpointing else tokens * first.bytes_per_token
+    model_level = _model_level(w, tokens, res, a, d)
+    for kernel, value in model_level.items():
+        by_kernel[kernel] = by_kernel.get(kernel, 0.0) + value
+    kept = layers_kept + sum(model_level.values())
+    if par.pipeline_parallel > 1:  # 1F1B: the first stage holds up to pp micro-batches in flight
+        kept *= min(par.pipeline_parallel, t.grad_accum_steps)
+    copies = 0.0
+    if amp and not fsdp and not t.quantization_bits:
+        # autocast: a 16-bit copy of every matmul weight, kept for its input's gradient (none for
+        # the first layer's q/k/v when the embedding is frozen: their input needs no gradient)
+        head = pr.head + (V * d if m.tied_embeddings and m.arch == "decoder" else 0.0)
+        first_qkv = 0.0 if first_input_grad(w) else d * (m.attention_width + 2 * m.kv_heads * m.head_width)
+        copies = 2.0 * (pr.linear - first_qkv + head + pr.lora) / split_model  # LoRA adapters: cached casts
+        by_kernel["autocast weight copies"] = copies
+    elif amp and t.quantization_bits:
+        copies = 2.0 * pr.head / split_model
+        by_kernel["autocast weight copies"] = copies
+
+    # --- the temporaries of each phase ----------------------------------------------------------
+    kv_cache = 0.0
+    if recipe.kv_cache and not t.activation_checkpointing and m.gated_mlp and amp and "rotary" not in recipe.fused:
+        # transformers' DynamicCache: attention reads each layer's keys and values from the cache
+        # (torch.cat copies), so the saved ones are the cache's; under autocast the keys after
+        # rotary are fp32 there and attention keeps their 16-bit cast: the fp32 keys are extra
+        kv_cache = tokens * local_layers * m.kv_heads * m.head_width * act.FP32
+    # the final norm's output, held by the model's output object while the loss runs (transformers'
+    # CausalLMOutputWithPast; a chunked or fused loss over the body's output)
+    final_out = tokens * res * d if m.arch == "decoder" and (recipe.kv_cache or recipe.loss != "materialized") else 0.0
+    loss_fwd, loss_bwd = _loss_terms(w, tokens * split / max(1, par.tensor_parallel), res, a, d, V, pr, wb)
+    comm = 0.0
+    if fsdp and m.num_layers:
+        layer_params = pr.linear / float(m.num_layers) / par.tensor_parallel
+        comm += cv.FSDP_GATHERED_LAYERS * layer_params * 2.0  # gathered in 16-bit
+    elif par.shard_group > 1:
+        comm += cv.DDP_BUCKETS_IN_FLIGHT * cv.DDP_BUCKET_BYTES
+    ddp_buckets = grads_all if par.strategy == "ddp" and par.shard_group > 1 else 0.0
+    # torch DistributedDataParallel: gradient_as_bucket_view=False (the default) keeps a flat bucket
+    # copy of every gradient for the all-reduce (torch/nn/parallel/distributed.py docstring)
+    layer_temp = _layer_backward_temp(w, a, res, d) * tokens
+    # the LM head's gradient (the embedding's, when tied) comes first in backward
+    head_grad = V * d * grad_bytes / split_model if m.arch == "decoder" and first_input_grad(w) else 0.0
+    base = weights + optimizer
+    phases = {
+        "forward/loss": (held, kept + copies, loss_fwd + kv_cache + final_out + comm),
+        "loss backward": (held, kept + copies, loss_bwd + comm),
+        "layer backward": (held + head_grad, kept + copies + recompute, layer_temp + comm),
+        # the first layer's backward, the last one: every other layer's gradients are there, its own
+        # activations (recomputed under checkpointing) and gradients of the moment beside them
+        "first layer backward": (step_grads + ddp_buckets, first_saved, layer_temp + comm),
+        "end of backward": (step_grads + ddp_buckets, 0.0, comm),
+        "optimizer step": (step_grads + ddp_buckets, 0.0, opt_temp),
+    }
+    if not pr.trainable or t.optimizer == "none":
+        phases = {"forward/loss": (0.0, kept + copies, loss_fwd + kv_cache + final_out + comm)}
+    phase = max(phases, key=lambda k: sum(phases[k]))
+    grads, saved, temp = phases[phase]
+    return _Peak(
+        weights=base - optimizer, gradients=grads, optimizer=optimizer, activations=saved, temporary=temp, phase=phase,
+        paged=paged, offloaded=offloaded, by_kernel={k: v for k, v in by_kernel.items() if v},
+    )  # fmt: skip
+
+
+def first_input_grad(w: Workload) -> bool:
+    """Whether the first layer's input needs a gradient (the embedding trains)."""
+    t = w.training
+    return not t.lora_r and t.trainable_fraction != 0 and not t.quantization_bits
+
+
+def _layer_backward_temp(w: Workload, a: int, res: int, d: float) -> float:
+    """Bytes per token of the gradients alive together early in the last layer's backward."""
+    m = w.model
+    kind = ("gated-fused" if "activation" in recipe_of(w).fused else "gated") if m.gated_mlp else "plain"
+    temp = LAYER_BACKWARD_TEMPS[kind] * a * float(m.ffn_size) + 2 * res * d
+    if w.training.attention_kernel == "eager":  # the fp32 gradient of the s x s probabilities
+        temp = max(temp, act.FP32 * float(m.num_heads or 1) * float(w.training.seq_len) + 2 * res * d)
+    return temp
+
+
+def _model_level(w: Workload, tokens: float, res: int, a: int, d: float) -> dict[str, float]:
+    """What the model keeps outside its layers, in bytes for one micro-batch: rotary tables, the
+    embedding's dropout, the final norm and the LM head's input."""
+    m, t = w.model, w.training
+    recipe = recipe_of(w)
+    full = not t.lora_r and t.trainable_fraction != 0 and not t.quantization_bits
+    out: dict[str, float] = {}
+    if m.gated_mlp and m.arch == "decoder":  # cos and sin, (1, s, head_dim) each, shared by every layer
+        out["rotary"] = 2 * m.head_width * res * tokens / t.micro_batch_size
+    if m.dropout and full:
+        out["dropout"] = act.MASK * d * tokens
+    if m.arch == "encoder" and full:  # the embeddings' LayerNorm
+        out["norm"] = (res * d + 2 * act.FP32) * tokens
+    if m.arch in ("decoder", "encoder-decoder"):
+        grad = full or bool(t.lora_r)
+        norm = 0.0
+        if grad and m.gated_mlp:
+            if "norm" in recipe.fused:
+                norm = res * d + act.FP32
+            else:
+                norm = act.FP32 * d + act.FP32 + (
+                    ((act.FP32 if recipe.native_norm else res) * d) if full else 0.0
+                )
+        elif grad:
+            norm = res * d + 2 * act.FP32
+        out["norm"] = out.get("norm", 0.0) + norm * tokens
+        if full and recipe.loss != "fused-linear":  # the LM head keeps its input for its weight's gradient
+            out["loss"] = (2 if t.precision.startswith("amp") else res) * d * tokens
+    return out
+
+
+def _loss_terms(
+    w: Workload, tokens: float, res: int, a: int, d: float, vocab: float, pr: _Params, wb: float
+) -> tuple[float, float]:
+    """(forward peak, backward peak) of the loss over the vocabulary, bytes for one micro-batch
+    (`tokens` on this GPU, the vocabulary split over tensor-parallel ranks)."""
+    m, t = w.model, w.training
+    recipe = recipe_of(w)
+    if m.arch not in ("decoder", "encoder-decoder") or not vocab:
+        return 0.0, 0.0
+    mode = "fused-linear" if t.fused_cross_entropy else recipe.loss
+    if mode == "fused-linear":
+        # Liger fused_linear_cross_entropy: grad_input (input dtype) and grad_weight (weight dtype)
+        # computed chunk by chunk in forward and kept; one chunk of logits at a time
+        inc = math.ceil(vocab / max(d, 1.0))
+        chunk = 2 ** math.ceil(math.log2(max(1.0, math.ceil(tokens / inc))))
+        grad_weight = vocab * d * wb if not t.lora_r and t.trainable_fraction != 0 and not t.quantization_bits else 0.0
+        kept = tokens * res * d + grad_weight
+        return kept + chunk * vocab * a + chunk * d * a, kept
+    if mode == "chunked":
+        # torchtune CEWithChunkedOutputLoss: every chunk's 16-bit logits, each chunk upcast in turn,
+        # the fp32 log-probabilities kept; backward: two fp32 gradients of one chunk
+        n = TORCHTUNE_LOSS_CHUNKS
+        return tokens * vocab * (a + 4 + 4 / n), tokens * vocab * (4 + 8 / n)
+    # ForCausalLMLoss / F.cross_entropy(logits.float()): 16-bit logits, their fp32 copy, the fp32
+    # log-probabilities (_log_softmax keeps its result); backward: nll_loss's gradient and
+    # _log_softmax_backward_data's beside the kept log-probabilities
+    upcast = 4.0 if a != 4 else 0.0
+    return tokens * vocab * (a + upcast + 4), tokens * vocab * 12
+
+
+def _non_transformer(w: Workload, p: ParamCounts) -> _Peak:
+    """CNNs and MLPs: a per-sample activation figure from the catalog (no phase model)."""
+    t, m, par = w.training, w.model, w.parallel
     div_w, div_g, div_o = _shard(par.strategy, par.shard_group)
     precision = t.precision
-    frozen = p.total - p.trainable
     trainable = p.trainable
-    if t.lora_r:
-        frozen = p.total - p.lora
-    trainable_w_bytes = (
-        4.0 if (t.lora_r or precision.startswith("amp")) else float(cv.WEIGHT_BYTES[precision])
-    )
-    weights = frozen * weight_bytes_per_param(w) + trainable * (
-        trainable_w_bytes + cv.MASTER_BYTES.get(precision, 0)
-    )
-    weights /= model_split * div_w
-    grad_bytes = 4.0 if t.lora_r else float(cv.GRAD_BYTES[precision])
-    gradients = trainable * grad_bytes / (model_split * div_g)
+    frozen = p.total - trainable
+    trainable_w = 4.0 if precision.startswith("amp") else float(cv.WEIGHT_BYTES[precision])
+    weights = (frozen * weight_bytes_per_param(w) + trainable * (trainable_w + cv.MASTER_BYTES.get(precision, 0))) / div_w
+    gradients = trainable * float(cv.GRAD_BYTES[precision]) / div_g
     states = cv.OPTIMIZER_STATES.get(t.optimizer, 2)
-    state_bytes = 4 if t.lora_r else cv.optimizer_state_bytes(precision)
-    optimizer = trainable * states * state_bytes / (model_split * div_o)
+    optimizer = trainable * states * cv.optimizer_state_bytes(precision) / div_o
+    offloaded = 0.0
     if par.cpu_offload:
-        # optimizer offload (ZeRO-Offload): fp32 master weights and Adam moments live on the host
-        optimizer = 0.0
-        if cv.MASTER_BYTES.get(precision):
-            weights -= trainable * cv.MASTER_BYTES[precision] / (model_split * div_w)
-    activations, temporary = _activation_bytes(w, p)
-    tensors = weights + gradients + optimizer + activations + temporary
-    is_gpu = w.gpu.vendor != "cpu"
-    overhead = (cv.FRAMEWORK_OVERHEAD_GB * GB if is_gpu else 0.0) + cv.FRAGMENTATION_FRACTION * tensors
+        offloaded, optimizer = optimizer, 0.0
+    act_scale = cv.ACTIVATION_BYTES[precision] / 2.0  # coefficients are for 16-bit
+    kept = float(m.activation_mb_per_sample or 0.0) * 1e6 * act_scale * float(t.micro_batch_size)
+    if t.activation_checkpointing:
+        kept /= cv.NON_TRANSFORMER_CHECKPOINT_DIVISOR
+    if t.trainable_fraction == 0 and not t.lora_r:
+        kept /= cv.FROZEN_NON_TRANSFORMER_ACTIVATION_DIVISOR
+    temp = cv.DDP_BUCKETS_IN_FLIGHT * cv.DDP_BUCKET_BYTES if par.shard_group > 1 else 0.0
+    return _Peak(weights=weights, gradients=gradients, optimizer=optimizer, activations=kept, temporary=temp,
+                 phase="steady", offloaded=offloaded)  # fmt: skip
+
+
+def _finish(w: Workload, peak: _Peak) -> MemoryBreakdown:
+    """The allocated peak, then reserved and device total with their intervals."""
+    allocated = peak.weights + peak.gradients + peak.optimizer + peak.activations + peak.temporary
+    alloc_gb = allocated / GB
+    lo_a, hi_a = alloc_gb * ALLOCATED_INTERVAL[0], alloc_gb * ALLOCATED_INTERVAL[1]
+    on_gpu = w.gpu.vendor != "cpu"
+    r_lo, r_est, r_hi = (alloc_gb * f for f in RESERVED_FACTOR) if on_gpu else (alloc_gb,) * 3
+    r_lo, r_hi = lo_a * RESERVED_FACTOR[0], hi_a * RESERVED_FACTOR[2]
+    if not on_gpu:
+        r_lo, r_est, r_hi = lo_a, alloc_gb, hi_a
+    outside = [0.0, 0.0, 0.0]
+    if on_gpu:
+        outside = list(CUDA_CONTEXT_GB)
+        if w.parallel.num_gpus > 1:
+            outside = [a + b for a, b in zip(outside, NCCL_BUFFERS_GB, strict=True)]
+    device = (r_lo + outside[0], r_est + outside[1], r_hi + outside[2])
     return MemoryBreakdown(
-        weights_gb=weights / GB,
-        gradients_gb=gradients / GB,
-        optimizer_gb=optimizer / GB,
-        activations_gb=activations / GB,
-        temporary_gb=temporary / GB,
-        overhead_gb=overhead / GB,
+        weights_gb=peak.weights / GB,
+        gradients_gb=peak.gradients / GB,
+        optimizer_gb=peak.optimizer / GB,
+        activations_gb=peak.activations / GB,
+        temporary_gb=peak.temporary / GB,
+        overhead_gb=device[1] - alloc_gb,
+        phase=peak.phase,
+        reserved_gb=r_est,
+        allocated_range_gb=(lo_a, hi_a),
+        reserved_range_gb=(r_lo, r_hi),
+        device_range_gb=(device[0], device[2]),
+        paged_gb=peak.paged / GB,
+        offloaded_gb=peak.offloaded / GB,
+        activations_by_kernel_gb={k: v / GB for k, v in peak.by_kernel.items()},
     )
-
-
-def _activation_bytes(w: Workload, p: ParamCounts) -> tuple[float, float]:
-    """(activations kept for backward, temporary buffers) in bytes per GPU."""
-    t, par, m = w.training, w.parallel, w.model
-    b = float(t.micro_batch_size)
-    act_scale = cv.ACTIVATION_BYTES[t.precision] / 2.0  # coefficients are for 16-bit
-    fully_frozen = t.trainable_fraction == 0 and not t.lora_r
-    if not m.is_transformer:
-        per_sample = float(m.activation_mb_per_sample or 0.0) * 1e6 * act_scale
-        kept = per_sample * b
-        if t.activation_checkpointing:
-            kept /= cv.NON_TRANSFORMER_CHECKPOINT_DIVISOR
-        if fully_frozen:
-            kept /= cv.FROZEN_NON_TRANSFORMER_ACTIVATION_DIVISOR
-        return kept, 0.0
-    s, d = float(t.seq_len), float(m.hidden_size or 0)
-    layers_per_gpu = float(m.num_layers or 0) / par.pipeline_parallel
-    split = par.activation_split  # sequence parallelism over tensor ranks, context parallelism
-    per_layer = cv.ACTIVATION_BYTES_PER_LAYER_COEFF * s * b * d * act_scale / split
-    if t.attention_kernel == "eager":  # the s x s scores are kept for backward
-        per_layer += cv.EAGER_ATTENTION_SAVED_BYTES_PER_SCORE * b * float(m.num_heads or 1) * s * s / split
-    if fully_frozen:
-        kept = per_layer  # no graph is kept: one layer's working set
-    elif t.activation_checkpointing:
-        # layer inputs are sharded over tensor-parallel ranks too (sequence parallelism)
-        kept = (
-            cv.CHECKPOINT_BYTES_PER_LAYER_COEFF * s * b * d * act_scale * layers_per_gpu / split + per_layer
-        )
-    else:
-        kept = per_layer * layers_per_gpu
-    # 1F1B pipeline: the first stage holds up to `pp` micro-batches in flight
-    kept *= min(par.pipeline_parallel, t.grad_accum_steps) if par.pipeline_parallel > 1 else 1
-    temporary = 0.0
-    if m.arch in ("decoder", "encoder-decoder") and m.vocab_size and not t.fused_cross_entropy:
-        temporary += s * b * float(m.vocab_size) * cv.LOGITS_BYTES_PER_ELEMENT / split
-    if par.strategy in ("fsdp", "zero3") and par.shard_group > 1 and m.num_layers:
-        layer_params = p.blocks / float(m.num_layers) / par.tensor_parallel
-        temporary += cv.FSDP_GATHERED_LAYERS * layer_params * 2.0  # gathered in 16-bit
-    elif par.shard_group > 1:
-        temporary += cv.DDP_BUCKETS_IN_FLIGHT * cv.DDP_BUCKET_BYTES
-    return kept, temporary

@@ -218,13 +218,15 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
             fmt_interval(pred.cost_usd, fmt_usd) + f" at {fmt_usd(pred.price.usd_per_gpu_hour)}/GPU-hour",
         )
         table.add_row("", f"[dim]price: {escape(_price_origin(pred.price))}[/dim]")
-    verdict = "[green]fits[/green]" if pred.fits_in_memory else "[red]does NOT fit[/red]"
-    mem = pred.peak_memory_gb
+    mem, dev, v = pred.peak_memory_gb, pred.device_memory_gb, pred.memory_verdict
+    colour = {"fits": "green", "tight": "yellow"}.get(v.verdict if v else "fits", "red")
     table.add_row(
         "Peak memory",
-        f"{mem.estimate:.1f} GB [dim]({mem.low:.1f} – {mem.high:.1f})[/dim] of {pred.memory_capacity_gb:.0f} GB "
-        f"per GPU: {verdict} (margin {pred.memory_margin_gb:+.1f} GB)",
+        f"{mem.estimate:.1f} GB allocated [dim]({mem.low:.1f} – {mem.high:.1f})[/dim]"
+        + (f", device {dev.estimate:.1f} GB [dim]({dev.low:.1f} – {dev.high:.1f})[/dim]" if dev else ""),
     )
+    if v is not None:
+        table.add_row("", f"of {v.capacity_gb:.0f} GB per GPU: [{colour}]{escape(v.line())}[/{colour}]")
     bottleneck = pred.bottleneck
     if pred.mfu:
         bottleneck += f"; MFU {pred.mfu.estimate:.0%} ({pred.mfu.low:.0%} – {pred.mfu.high:.0%})"

@@ -1,6 +1,6 @@
 """Rich rendering of sweep, compare and advise results (the `perfmodel sweep / compare / advise`
 tables); every interval in the unit of its estimate, e.g. '23.7 h (14.9–37.7)', '$97 (61–155)',
-peak memory per GPU '35.6/80 GB (24.9–53.3)' (GB, out of the GPU's 80).
+device memory per GPU (what the fit verdict compares) '35.6/80 GB (24.9–53.3)' (GB, out of the GPU's 80).
 
 Readable at 80 columns: the title is one short line with its details on the next, and a table
 too wide for the terminal switches (`perfmodel.cli.render.FitWidth`) to a narrower layout:
@@ -80,17 +80,19 @@ def _rate_name(outcomes: list[Any]) -> tuple[str, bool]:
 
 
 def _memory(o: Any) -> tuple[str, str]:
-    """Peak memory per GPU in GB with its interval, out of the GPU's memory where known:
-    ('35.6/80 GB', '(24.9–53.3)')."""
-    iv = o.peak_memory_gb
+    """Device memory per GPU in GB (what the fit verdict compares) with its interval, out of the
+    GPU's memory where known: ('38.4/80 GB', '(36.1–47.0)')."""
+    iv = o.device_memory_gb or o.peak_memory_gb
     cap = f"/{o.memory_capacity_gb:.0f}" if o.memory_capacity_gb else ""
     return f"{iv.estimate:.1f}{cap} GB", f"({iv.low:.1f}–{iv.high:.1f})"
 
 
 def _memory_fit(o: Any) -> tuple[str, str]:
-    """`_memory`, marked OOM where the estimate does not fit."""
+    """`_memory`, marked OOM where the estimate does not fit and tight where its interval does not."""
     main, ends = _memory(o)
-    return (main if o.fits_in_memory else f"{main} [red]OOM[/red]"), ends
+    if not o.fits_in_memory:
+        return f"{main} [red]OOM[/red]", ends
+    return (f"{main} [yellow]tight[/yellow]" if o.tight else main), ends
 
 
 def _mfu(o: Any) -> tuple[str, str]:
@@ -130,7 +132,7 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
     for key in result.keys:
         table.add_column(escape(_short_key(key, values[key]) if narrow else key), overflow="fold")
     rate, tokens = _rate_name([p.outcome for p in result.points if p.outcome is not None])
-    columns = [c for c in ("Total time", rate, "Cost", "Peak mem", "Fits", "MFU") if c not in drop]
+    columns = [c for c in ("Total time", rate, "Cost", "Device mem", "Fits", "MFU") if c not in drop]
     for col in columns:
         table.add_column(col, justify="right", overflow="fold")
     for i, p in enumerate(result.points):
@@ -145,8 +147,8 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
             "Total time": _cell(main + star, ends, two_lines),
             rate: _cell(*_throughput(o, tokens), two_lines),
             "Cost": _cell(*_usd(o.cost_usd), two_lines),
-            "Peak mem": _cell(*_memory(o), two_lines),
-            "Fits": "[green]yes[/green]" if o.fits_in_memory else "[red]OOM[/red]",
+            "Device mem": _cell(*_memory(o), two_lines),
+            "Fits": "[red]OOM[/red]" if not o.fits_in_memory else "[yellow]tight[/yellow]" if o.tight else "[green]yes[/green]",
             "MFU": _cell(*_mfu(o), two_lines),
         }
         table.add_row(*keys, *(cells[c] for c in columns))
@@ -225,7 +227,7 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
     table.add_row("Hardware", *[f"{r.outcome.num_gpus} x {r.outcome.gpu}" for r in runs])
     for name, cells in pairs:
         table.add_row(name, *[_cell(*c, two_lines=two_lines) for c in cells])
-    table.add_row("Peak memory", *[_cell(*_memory_fit(r.outcome), two_lines=two_lines) for r in runs])
+    table.add_row("Device memory", *[_cell(*_memory_fit(r.outcome), two_lines=two_lines) for r in runs])
     table.add_row("MFU", *[_cell(*_mfu(r.outcome), two_lines=two_lines) for r in runs])
     diffs = {k: v for k, v in result.differences.items() if not k.startswith("model.") or k == "model.name"}
     for key, values in list(diffs.items())[:20]:

@@ -173,7 +173,8 @@ def render() -> str:
         "| `tf32: true` (neither bf16 nor fp16) | `training.precision: tf32` |",
         "| `bf16` / `fp16` / `tf32` all false | `training.precision: fp32` |",
         f"| `optim`: {', '.join(f'`{k}`' for k in hf_args.OPTIMIZERS)} | `training.optimizer` "
-        f"({', '.join(sorted(set(hf_args.OPTIMIZERS.values())))}) |",
+        f"({', '.join(sorted({o for o, _ in hf_args.OPTIMIZERS.values()}))}) and `training.optimizer_state` "
+        f"({', '.join(sorted({s for _, s in hf_args.OPTIMIZERS.values()}))}) |",
         "",
         "Refused, with the native key to use:",
         "",

@@ -28,19 +28,29 @@ PRECISION_FLAGS = ("bf16", "fp16", "tf32")
 """Hugging Face precision switches, read into training.precision."""
 
 OPTIMIZERS = {
-    "adamw_torch": "adamw",
-    "adamw_torch_fused": "adamw",
-    "adamw_hf": "adamw",
-    "adamw_apex_fused": "adamw",
-    "adamw_torch_xla": "adamw",
-    "adamw_torch_npu_fused": "adamw",
-    "paged_adamw_32bit": "adamw",
-    "adafactor": "adafactor",
-    "sgd": "sgd",
-    "lion_32bit": "lion",
-    "paged_lion_32bit": "lion",
+    "adamw_torch": ("adamw", "fp32"),
+    "adamw_torch_fused": ("adamw", "fp32"),
+    "adamw_hf": ("adamw", "fp32"),
+    "adamw_apex_fused": ("adamw", "fp32"),
+    "adamw_torch_xla": ("adamw", "fp32"),
+    "adamw_torch_npu_fused": ("adamw", "fp32"),
+    "adamw_bnb_8bit": ("adamw", "8bit"),
+    "adamw_8bit": ("adamw", "8bit"),
+    "adamw_torch_8bit": ("adamw", "8bit"),
+    "paged_adamw_8bit": ("adamw", "paged-8bit"),
+    "paged_adamw_32bit": ("adamw", "paged-fp32"),
+    "paged_adamw": ("adamw", "paged-fp32"),
+    "adafactor": ("adafactor", "fp32"),
+    "sgd": ("sgd", "fp32"),
+    "lion_32bit": ("lion", "fp32"),
+    "lion_8bit": ("lion", "8bit"),
+    "paged_lion_32bit": ("lion", "paged-fp32"),
+    "paged_lion_8bit": ("lion", "paged-8bit"),
 }
-"""Hugging Face `optim` values with 32-bit optimizer state -> native training.optimizer."""
+"""Hugging Face `optim` values (transformers/training_args.py OptimizerNames) -> native
+(training.optimizer, training.optimizer_state): bitsandbytes' 8-bit states (adamw_bnb_8bit,
+adamw_8bit) and torchao's AdamW8bit (adamw_torch_8bit) are block-wise 8-bit; the paged ones live
+in CUDA managed memory (bitsandbytes PagedAdamW / PagedAdamW8bit / PagedLion)."""
 
 REFUSED = {
     "deepspeed": "hardware.strategy (zero1, zero2 or zero3) with framework: deepspeed",
@@ -203,16 +213,21 @@ def _optimizer(training: dict[str, Any], out: dict[str, Any], notes: list[str], 
         problems.append("training.optim and training.optimizer set the same thing: give one")
         return
     name = str(raw).strip().lower() if isinstance(raw, str) else ""
-    native = OPTIMIZERS.get(name)
-    if native is not None:
+    mapped = OPTIMIZERS.get(name)
+    if mapped is not None and "optimizer_state" in training:
+        problems.append("training.optim and training.optimizer_state set the same thing: give one")
+    elif mapped is not None:
+        native, state = mapped
         out["optimizer"] = native
+        out["optimizer_state"] = state
         notes.append(
-            f"training.optim {name} (Hugging Face TrainingArguments) read as training.optimizer = {native}"
+            f"training.optim {name} (Hugging Face TrainingArguments) read as training.optimizer = {native}, "
+            f"training.optimizer_state = {state}"
         )
-    elif "8bit" in name:
+    elif "4bit" in name:
         problems.append(
-            f"training.optim {quote(raw)}: 8-bit optimizer state is not modelled; use training.optimizer: "
-            f"adamw (32-bit state, an upper bound on memory)"
+            f"training.optim {quote(raw)}: 4-bit optimizer state is not modelled; use training.optimizer_state: "
+            f"8bit (an upper bound on its memory)"
         )
     else:
         problems.append(

@@ -196,8 +196,7 @@ def _option(
         native_changes=realized,
         outcome=outcome,
         meets_constraints=_meets(outcome, *constraints),
-        tight_memory=bool(outcome.memory_capacity_gb)
-        and outcome.peak_memory_gb.high > outcome.memory_capacity_gb,
+        tight_memory=outcome.tight,
     )
 
 
@@ -285,8 +284,7 @@ def advise(
         native_changes={},
         outcome=current_pred,
         meets_constraints=_meets(current_pred, *constraints),
-        tight_memory=bool(current_pred.memory_capacity_gb)
-        and current_pred.peak_memory_gb.high > current_pred.memory_capacity_gb,
+        tight_memory=current_pred.tight,
     )
     meeting = [o for o in found if o.meets_constraints]
     if budget_usd is not None:

@@ -2,11 +2,12 @@
 keeping the global batch), the same with activation checkpointing, and the fewest GPUs (with a
 sharding strategy) that fit, each with its predicted time.
 
-"Fits" is exactly `predict`'s verdict: the analytic peak memory per GPU (estimate) is at most the
-accelerator's memory. Memory is affine in the micro-batch (activations and logits are linear in
-it), so the largest fitting micro-batch is read off the memory model alone and checked on both
-sides of the boundary (bisection where the check fails); predictions are made only for the
-suggestions, all in one call of the learned model.
+"Fits" is exactly `predict`'s verdict (perfmodel.analytic.fit_verdict: "fits" or "tight", the
+device total's estimate at most the accelerator's memory). Memory grows affinely with the
+micro-batch within each phase of the step (activations and logits are linear in it), so the
+largest fitting micro-batch is read off the memory model alone and checked on both sides of the
+boundary (bisection where the check fails); predictions are made only for the suggestions, all
+in one call of the learned model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfmodel.analytic import peak_memory
+from perfmodel.analytic.fit_verdict import verdict_of
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.express import express
 from perfmodel.decide.outcome import Outcome
@@ -36,14 +37,13 @@ server, then whole servers)."""
 
 
 def peak_memory_gb(w: Workload) -> float:
-    """The analytic peak memory per GPU, GB (the estimate `predict` reports)."""
-    return float(peak_memory(w).total_gb)
+    """The device total per GPU the verdict compares, GB (its estimate)."""
+    return verdict_of(w).device_gb
 
 
 def fits(w: Workload) -> bool:
-    """`predict`'s verdict: peak memory estimate <= the accelerator's memory (no limit known: True)."""
-    capacity = float(w.gpu.memory_gb)
-    return not capacity or peak_memory_gb(w) <= capacity
+    """`predict`'s verdict: 'fits' or 'tight' (no limit known: True)."""
+    return verdict_of(w).fits
 
 
 def with_training(w: Workload, **changes: Any) -> Workload:
@@ -102,7 +102,12 @@ def largest_divisor_that_fits(w: Workload, per_replica_batch: int, *, top: int |
     top = largest_micro_batch(w, limit=per_replica_batch) if top is None else min(top, per_replica_batch)
     if top is None:
         return None
-    return max(d for d in range(1, top + 1) if per_replica_batch % d == 0)
+    # with the accumulation each divisor brings: accumulating holds the gradients through the
+    # micro-batches, so a divisor that fits without it may not with it
+    for d in sorted((d for d in range(1, top + 1) if per_replica_batch % d == 0), reverse=True):
+        if fits(with_training(w, micro_batch_size=d, grad_accum_steps=per_replica_batch // d)):
+            return d
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,8 +279,9 @@ def _in_dialect(s: FitSuggestion, w: Workload, source: ConfigSource) -> FitSugge
 
 def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, bool] | None:
     """`w` on `num_gpus` GPUs (nodes from the catalog's GPUs per server) with `strategy`; gradient
-    accumulation lowered to keep the global batch where it divides. Returns (workload, global batch
-    kept?), or None when the count does not split into the model-parallel groups."""
+    accumulation lowered to keep the global batch where it divides (else none: the batch grows).
+    Returns (workload, global batch kept?), or None when the count does not split into the
+    model-parallel groups."""
     par = w.parallel
     unit = par.model_split * par.context_parallel
     if num_gpus % unit:
@@ -288,7 +294,9 @@ def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, boo
     per_step = w.training.micro_batch_size * moved.parallel.data_parallel
     if global_batch % per_step == 0:
         return with_training(moved, grad_accum_steps=global_batch // per_step), True
-    return moved, False
+    # the batch grows with the GPUs anyway: no accumulation (which would hold every gradient
+    # through the micro-batches and make more GPUs need more memory)
+    return with_training(moved, grad_accum_steps=1), False
 
 
 def fewest_gpus(
@@ -335,7 +343,7 @@ def _fewest_for_strategy(
 
 def _fits_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> bool:
     """`_fit_on(...) is not None`, without searching the micro-batch: a dividing micro-batch fits
-    exactly when micro-batch 1 does (1 divides every batch)."""
+    exactly when micro-batch 1 (with the accumulation that keeps the batch) does."""
     scaled = scale_gpus(w, n, strategy)
     if scaled is None:
         return False
@@ -344,7 +352,7 @@ def _fits_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> bool:
         return True
     if not adapt_batch:
         return False
-    one = with_training(moved, micro_batch_size=1)
+    one = with_training(moved, micro_batch_size=1, grad_accum_steps=_per_replica_batch(moved))
     return fits(one) or fits(with_training(one, activation_checkpointing=True))
 
 

@@ -20,6 +20,8 @@ JSON_KEYS = (
     "peak_memory_gb",
     "memory_capacity_gb",
     "fits_in_memory",
+    "device_memory_gb",
+    "memory_verdict",
     "mfu",
     "gpu",
     "num_gpus",
@@ -37,6 +39,10 @@ EXTRAPOLATION_MARKERS = (
 )
 """Words of `predict` warnings that mark a prediction resting on extrapolation (outside what the
 learned model was trained on, or no learned model at all)."""
+
+
+def _verdict_name(v: Any) -> str:
+    return str(v.verdict) if v is not None else ""
 
 
 def _iv(iv: Interval | None) -> dict[str, float] | None:
@@ -64,11 +70,11 @@ class Outcome:
     price_source: str
     """Where the price comes from ('' when none)."""
     peak_memory_gb: Interval
-    """Peak memory per GPU, GB."""
+    """Allocated peak memory per GPU, GB."""
     memory_capacity_gb: float
     """Memory of one GPU, GB (0: no limit known)."""
     fits_in_memory: bool
-    """The memory model's verdict (estimate <= capacity)."""
+    """The verdict is 'fits' or 'tight' (perfmodel.analytic.fit_verdict)."""
     mfu: Interval | None
     """Model FLOPs utilisation (fraction of the dense datasheet peak)."""
     num_gpus: int
@@ -81,6 +87,15 @@ class Outcome:
     """Level of every interval."""
     warnings: tuple[str, ...] = ()
     """The prediction's warnings."""
+    device_memory_gb: Interval | None = None
+    """The device total per GPU (what the verdict compares), GB."""
+    memory_verdict: str = ""
+    """fits, tight or does not fit (perfmodel.analytic.fit_verdict)."""
+
+    @property
+    def tight(self) -> bool:
+        """The verdict is 'tight': the estimate fits, the interval's high end does not."""
+        return self.memory_verdict == "tight"
 
     @classmethod
     def of(cls, pred: PredictedRun) -> Outcome:
@@ -103,6 +118,8 @@ class Outcome:
             total_steps=pred.total_steps,
             confidence_level=pred.confidence_level,
             warnings=pred.warnings,
+            device_memory_gb=getattr(pred, "device_memory_gb", None),
+            memory_verdict=_verdict_name(getattr(pred, "memory_verdict", None)),
         )
 
     @property
@@ -131,6 +148,8 @@ class Outcome:
             "peak_memory_gb": _iv(self.peak_memory_gb),
             "memory_capacity_gb": self.memory_capacity_gb,
             "fits_in_memory": self.fits_in_memory,
+            "device_memory_gb": _iv(self.device_memory_gb),
+            "memory_verdict": self.memory_verdict or None,
             "mfu": _iv(self.mfu),
             "gpu": self.gpu,
             "num_gpus": self.num_gpus,
