@@ -275,9 +275,9 @@ def validate(raw: dict[str, Any]) -> Checked:
             except ConfigError as exc:
                 problem(dotted, str(exc))
                 continue
-            issue = field_problem(dotted, coerced)
-            if issue:
-                problem(dotted, issue)
+            found = field_problem(dotted, coerced)
+            if found:
+                problem(dotted, found)
                 continue
             out[key][k] = coerced
     return checked
