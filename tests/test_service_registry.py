@@ -138,3 +138,31 @@ def test_a_model_folder_replaced_in_place_is_served_on_the_next_request(tmp_path
         response = client.post("/v1/predict", json=body)  # the same request: not answered from the cache
         assert response.status_code == 200 and response.json()["model"]["trained_rows"] == 222
         assert client.get("/v1/model").json()["model"]["trained_rows"] == 222
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends: nothing listens
+
+
+def test_an_unreachable_registry_is_reported_by_readyz_within_ten_seconds(monkeypatch):
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    uri = f"http://127.0.0.1:{closed_port()}"
+    settings = ServiceSettings(model_uri=URI, tracking_uri=uri, poll_interval_s=30)
+    started = time.monotonic()
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        wait_until(lambda: client.get("/readyz").json().get("error", "loading the model") != "loading the model", 10)
+        elapsed = time.monotonic() - started
+        error = client.get("/readyz").json()["error"]
+        assert "\n" not in error and uri in error and "did not answer" in error, error
+        assert client.get("/healthz").status_code == 200
+    assert elapsed < 10
+    # MLflow's own HTTP calls are bounded in the serving process too (unless the user set them).
+    import os
+
+    bounds = [os.environ.pop(name, None) for name in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")]
+    assert bounds == ["10", "2"]
