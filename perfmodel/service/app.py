@@ -46,9 +46,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from perfmodel.api import model_catalog, predict_document
 from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog.prices import default_price
-from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range, fmt_usd
+from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range, fmt_number, fmt_usd
 from perfmodel.config import ludwig, native
 from perfmodel.config.from_text import parse_config_text
+from perfmodel.config.source import resolve_workload
 from perfmodel.decide.advise import advise
 from perfmodel.decide.compare import compare
 from perfmodel.decide.sweep import parse_vary, sweep
@@ -266,6 +267,41 @@ def reads_files(req: Any, access: rq.FileAccess) -> bool:
     except PerfModelError:
         return False  # the job's own one-line error, before any file
     return any(access.reads_files(c, req.overrides, req.dataset) for c in parsed or [None])
+
+
+FORM_FIELDS = ("gpu", "num_gpus", "precision", "micro_batch_size", "seq_len", "tokens", "rows")
+"""The run fields of the web page (what /v1/config reports for a config)."""
+
+
+def config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a config says for each of `FORM_FIELDS`, as perfmodel reads it (defaults applied when
+    the config resolves; the keys it states when it does not, e.g. a Ludwig config without its
+    dataset size), its dialect, and the one-line reason it cannot be predicted as it is."""
+    dialect = "ludwig" if ludwig.is_ludwig(dict(config)) else "native"
+    fields: dict[str, Any] = dict.fromkeys(FORM_FIELDS)
+    missing = ""
+    try:
+        fields.update(_workload_fields(config))
+    except PerfModelError as exc:
+        missing = error_message(exc)
+        try:  # a config without its dataset size: its other values, the size left blank
+            fields.update({**_workload_fields(config, rows=1000), "tokens": None})
+        except PerfModelError:
+            pass
+    shown = {k: (fmt_number(v) if k == "tokens" and isinstance(v, (int, float)) else v) for k, v in fields.items()}
+    return {"dialect": dialect, "fields": fields, "shown": shown, "error": missing or None}
+
+
+def _workload_fields(config: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    w = resolve_workload(RunRequest.of(dict(config), **options))
+    return {
+        "gpu": w.gpu.name,
+        "num_gpus": w.parallel.num_gpus,
+        "precision": w.training.precision,
+        "micro_batch_size": w.training.micro_batch_size,
+        "seq_len": w.training.seq_len,
+        "tokens": w.training.tokens,
+    }
 
 
 DISPLAY_KEY = "display"
@@ -591,6 +627,18 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             lambda req, model: compare_job(req, model, settings.max_compare_configs, access),
         )
 
+    @app.post("/v1/config", openapi_extra=rq.body_schema(rq.ConfigRequest), tags=["predict"])
+    async def config(request: Request) -> Response:
+        """What a config says for the run fields (gpu, num_gpus, precision, micro_batch_size, seq_len,
+        tokens, rows), its dialect, and why it cannot be predicted as it is (the web page's
+        placeholders)."""
+        return await answer(
+            request,
+            rq.ConfigRequest,
+            lambda req, model: config_fields(access.config(_config(req.config)) or {}),
+            bounded=True,
+        )
+
     catalogs: dict[str, bytes] = {}
 
     async def catalog(name: str, build: Callable[[], list[dict[str, Any]]]) -> Response:
@@ -610,9 +658,14 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
 
     @app.get("/v1/model", tags=["service"])
     async def model() -> JSONResponse:
-        """The learned model answering now: version, MLflow run id, trained rows, dataset hash, source."""
+        """The learned model answering now: version, MLflow run id, trained rows, dataset hash, source;
+        and whether this server sizes datasets from its data folder (`reads_datasets`)."""
         current = model_source.current()
-        body = {"model": current.to_json() if current else None, "registry": model_source.status()}
+        body = {
+            "model": current.to_json() if current else None,
+            "registry": model_source.status(),
+            "reads_datasets": settings.data_dir is not None,
+        }
         return JSONResponse(body, status_code=200 if current else 503)
 
     @app.get("/healthz", tags=["service"])

@@ -150,6 +150,14 @@ class CompareRequest(RunOptions):
     )
 
 
+class ConfigRequest(BaseModel):
+    """A config whose values the web page shows as placeholders (nothing is predicted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: dict[str, Any] | str = Field(..., description="A native or Ludwig config: a JSON object, or YAML text.")
+
+
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     """OpenAPI request body of an endpoint that reads its body itself (JSON, or a YAML config)."""
     return {
@@ -242,7 +250,7 @@ def validation_message(exc: ValidationError) -> str:
 
 
 def _fields(title: str) -> list[str]:
-    for model in (RunRequest, SweepRequest, AdviseRequest, CompareRequest):
+    for model in (RunRequest, SweepRequest, AdviseRequest, CompareRequest, ConfigRequest):
         if model.__name__ == title:
             return [f.alias or name for name, f in model.model_fields.items()]
     return []
