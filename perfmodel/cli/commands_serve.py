@@ -113,6 +113,7 @@ def serve_command(
 def allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...]:
     """The Host names a server bound to `host` answers: loopback names, `host` itself (unless a
     wildcard address: 0.0.0.0 or ::, where clients use a name given with --allowed-host), then `extra`."""
+    # loaded when the command runs (CLI start-up)
     from perfmodel.service.settings import LOOPBACK_HOSTS
 
     names = [*LOOPBACK_HOSTS]

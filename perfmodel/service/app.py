@@ -204,6 +204,7 @@ def run_request(
     refused or resolved inside the allowed folder (`access`), a sweep's `vary` keys checked, and
     the options, predicted with the model this server serves."""
     options = {**req.options(), "model_dir": model.model_dir}
+    options.pop("dataset", None)  # only as `access` resolves it
     options["set"] = access.changes(options["set"])
     if vary:
         access.vary(vary)

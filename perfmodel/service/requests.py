@@ -65,10 +65,10 @@ class BadRequest(PerfModelError, ValueError):
         self.status = status
 
 
-SERVER_OPTIONS = ("config", "dataset", "model_dir", "model_uri")
-"""Run-request options (`perfmodel.request.OPTIONS`) a request body does not carry as such: the
-config is its own field, `dataset` is a field checked by `FileAccess` (a file in the allowed
-folder), and the server serves its own model."""
+SERVER_OPTIONS = ("config", "model_dir", "model_uri")
+"""Run-request options (`perfmodel.request.OPTIONS`) a request body does not carry: the config is
+its own field, and the server serves its own model. `dataset` is a field, refused unless the
+server has a --data-dir and resolved inside it (`FileAccess`)."""
 
 
 def _help(name: str) -> str:
@@ -92,11 +92,7 @@ class RunOptions(BaseModel):
     price_per_gpu_hour: float | None = Field(None, description=_help("price_per_gpu_hour"))
     confidence: float = Field(0.9, description=_help("confidence"))
     analytic: bool = Field(False, description=_help("analytic"))
-    dataset: str | None = Field(
-        None,
-        description="A CSV / Parquet / JSONL file in the server's --data-dir (relative to it); refused "
-        "when the server has no --data-dir.",
-    )
+    dataset: str | None = Field(None, description=_help("dataset"))
 
     def options(self) -> dict[str, Any]:
         """The options as `perfmodel.request.RunRequest.of` takes them."""
