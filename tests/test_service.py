@@ -432,6 +432,26 @@ def test_serve_hands_every_worker_process_its_settings(monkeypatch, tmp_path):
         assert [a.headers["X-Perfmodel-Cache"] for a in asked] == ["miss", "miss"]  # its cache is off
 
 
+def test_serve_hands_the_data_folder_and_the_host_names_to_its_workers(monkeypatch, tmp_path, capsys):
+    import uvicorn
+
+    from perfmodel.service.settings import ENV_VAR, LOOPBACK_HOSTS
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    cli_main(["serve", "--host", "10.1.2.3", "--data-dir", str(tmp_path), "--allowed-host", "perf.corp.example"])
+    sent = ServiceSettings.from_json(os.environ[ENV_VAR])
+    assert sent.data_dir == tmp_path
+    assert sent.allowed_hosts == (*LOOPBACK_HOSTS, "10.1.2.3", "perf.corp.example")
+    capsys.readouterr()
+    cli_main(["serve", "--host", "0.0.0.0"])  # a wildcard address is no name a client sends
+    assert ServiceSettings.from_json(os.environ[ENV_VAR]).allowed_hosts == LOOPBACK_HOSTS
+    assert "--allowed-host" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["serve", "--data-dir", str(tmp_path / "missing")])
+    assert exit_info.value.code == 2
+
+
 def test_serve_refuses_zero_workers():
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["serve", "--workers", "0"])

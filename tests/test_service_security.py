@@ -419,3 +419,67 @@ def test_a_body_trickled_at_one_byte_a_second_is_cut_off_and_others_are_served(r
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
     assert b"not received within 1 s" in reply
     assert 0.9 <= elapsed < 5, elapsed
+
+
+def hostile_requests() -> list[dict]:
+    """httpx.request keyword sets a careless or hostile client sends (every one must get a 4xx)."""
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    deep = "[" * 3000 + "]" * 3000
+    json_ = {"Content-Type": "application/json"}
+    cases: list[dict] = [
+        {"json": {"config": EXAMPLE, "set": {"training.dataset ": "/etc/passwd"}}},
+        {"json": {"config": EXAMPLE, "set": ["model. path=/etc"]}},
+        {"json": {"config": EXAMPLE, "set": {"ＴＲＡＩＮＩＮＧ.dataset": "/etc/shadow"}}},
+        {"json": {"config": EXAMPLE, "dataset": "/dev/zero"}},
+        {"json": {"config": native(dataset="/proc/self/environ")}},
+        {"json": {"config": {**native(), "model": {"name": "/etc/hostname"}}}},
+        {"json": {"configs": [EXAMPLE, native(dataset="/etc/passwd")]}, "url": "/v1/compare"},
+        {"json": {"config": EXAMPLE, "vary": {"model.path": ["/a", "/b"]}}, "url": "/v1/sweep"},
+        {"json": {"config": EXAMPLE, "vary": {"training.micro_batch_size": list(range(1, 2000))}}, "url": "/v1/sweep"},
+        {"json": {"configs": [EXAMPLE] * 50}, "url": "/v1/compare"},
+        {"content": b"{" * 5000, "headers": json_},
+        {"content": deep.encode(), "headers": json_},
+        {"content": b"\xff\xfe\x00", "headers": json_},
+        {"content": b"", "headers": json_},
+        {"content": b"[1, 2]", "headers": json_},
+        {"content": b"x" * 1_200_000, "headers": json_},
+        {"content": bomb.encode(), "headers": {"Content-Type": "application/yaml"}},
+        {"content": EXAMPLE.encode(), "headers": {"Content-Type": "text/plain"}},
+        {"content": b"config=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+        {"json": {"config": EXAMPLE}, "headers": {"Host": "rebound.attacker.example"}},
+        {"json": {"config": EXAMPLE}, "headers": {"Origin": "https://attacker.example"}},
+        {"json": {"config": EXAMPLE, "num_gpus": 10**12}},
+        {"json": {"config": EXAMPLE, "tokens": -1}},
+        {"json": {"config": EXAMPLE, "set": ["training.seq_len=017"]}},
+        {"json": {"config": EXAMPLE, "set": {"training.no_such": 1}}},
+        {"json": {"config": {"model": {"name": "llama2-7b"}, "x": {"a": {"a": {"a": {}}}} | {"y": deep}}}},
+    ]
+    return cases
+
+
+@pytest.mark.slow
+def test_fifty_hostile_requests_leave_the_server_healthy_and_quick(real_server):
+    """The issue's audit: 50 hostile requests in a loop against a real server; each is a 4xx, and
+    /healthz answers after every one. Latency is recorded with the load average (a shared host)."""
+    import httpx
+
+    host, port = real_server
+    cases = hostile_requests()
+    health_ms = []
+    with httpx.Client(base_url=f"http://{host}:{port}", timeout=30) as c:
+        for i in range(50):
+            case = dict(cases[i % len(cases)])
+            url = case.pop("url", "/v1/predict")
+            response = c.request("POST", url, **case)
+            assert 400 <= response.status_code < 500, (i, url, response.status_code, response.text[:200])
+            started = time.perf_counter()
+            assert c.get("/healthz").status_code == 200
+            health_ms.append((time.perf_counter() - started) * 1000)
+        assert c.post("/v1/predict", json={"config": EXAMPLE}).status_code == 200  # still serving
+    health_ms.sort()
+    median = health_ms[len(health_ms) // 2]
+    print(f"/healthz after each hostile request: median {median:.1f} ms, max {health_ms[-1]:.1f} ms, load {os.getloadavg()}")
+    assert median < 100, health_ms
+    assert health_ms[-1] < 1000, health_ms
