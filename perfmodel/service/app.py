@@ -597,7 +597,7 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             _log.exception("request %s %s failed (reference %s)", request.method, request.url.path, ref)
             return _error(500, f"internal error (reference {ref}; the server log has the details)")
 
-    @app.post("/v1/predict", openapi_extra=rq.body_schema(rq.RunRequest), tags=["predict"])
+    @app.post("/v1/predict", openapi_extra=rq.body_schema(rq.RunRequest), tags=["predict"], responses=rq.POST_ERRORS)
     async def predict(request: Request) -> Response:
         """Predict one run: the `perfmodel predict --json` document (time, throughput, GPU-hours,
         cost and peak memory, each {estimate, low, high}; fits_in_memory; model; workload; warnings)."""
@@ -605,7 +605,7 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             request, rq.RunRequest, lambda req, model: predict_job(req, model, access), bounded=True
         )
 
-    @app.post("/v1/sweep", openapi_extra=rq.body_schema(rq.SweepRequest), tags=["decide"])
+    @app.post("/v1/sweep", openapi_extra=rq.body_schema(rq.SweepRequest), tags=["decide"], responses=rq.POST_ERRORS)
     async def sweep(request: Request) -> Response:
         """Predict a run at every combination of `vary` (the `perfmodel sweep --json` document)."""
         return await answer(
@@ -614,12 +614,12 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             lambda req, model: sweep_job(req, model, settings.max_sweep_points, access),
         )
 
-    @app.post("/v1/advise", openapi_extra=rq.body_schema(rq.AdviseRequest), tags=["decide"])
+    @app.post("/v1/advise", openapi_extra=rq.body_schema(rq.AdviseRequest), tags=["decide"], responses=rq.POST_ERRORS)
     async def advise(request: Request) -> Response:
         """Options that fit and meet `deadline_s` / `budget_usd` (the `perfmodel advise --json` document)."""
         return await answer(request, rq.AdviseRequest, lambda req, model: advise_job(req, model, access))
 
-    @app.post("/v1/compare", openapi_extra=rq.body_schema(rq.CompareRequest), tags=["decide"])
+    @app.post("/v1/compare", openapi_extra=rq.body_schema(rq.CompareRequest), tags=["decide"], responses=rq.POST_ERRORS)
     async def compare(request: Request) -> Response:
         """Configs side by side with time and cost ratios (the `perfmodel compare --json` document)."""
         return await answer(
@@ -628,7 +628,7 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             lambda req, model: compare_job(req, model, settings.max_compare_configs, access),
         )
 
-    @app.post("/v1/config", openapi_extra=rq.body_schema(rq.ConfigRequest), tags=["predict"])
+    @app.post("/v1/config", openapi_extra=rq.body_schema(rq.ConfigRequest), tags=["predict"], responses=rq.POST_ERRORS)
     async def config(request: Request) -> Response:
         """What a config says for the run fields (gpu, num_gpus, precision, micro_batch_size, seq_len,
         tokens, rows), its dialect, and why it cannot be predicted as it is (the web page's
@@ -647,17 +647,17 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             catalogs[name] = _json_bytes(await anyio.to_thread.run_sync(build))
         return Response(catalogs[name], media_type="application/json")
 
-    @app.get("/v1/gpus", tags=["catalog"])
+    @app.get("/v1/gpus", tags=["catalog"], responses=rq.GET_ERRORS)
     async def gpus() -> Response:
         """Every accelerator: dense peak TFLOP/s per precision, memory, bandwidth, list price."""
         return await catalog("gpus", gpu_catalog)
 
-    @app.get("/v1/models", tags=["catalog"])
+    @app.get("/v1/models", tags=["catalog"], responses=rq.GET_ERRORS)
     async def models() -> Response:
         """Every catalog model architecture (Hugging Face ids and dimensions are accepted too)."""
         return await catalog("models", model_catalog)
 
-    @app.get("/v1/model", tags=["service"])
+    @app.get("/v1/model", tags=["service"], responses={**rq.GET_ERRORS, **rq.error_responses(503)})
     async def model() -> JSONResponse:
         """The learned model answering now: version, MLflow run id, trained rows, dataset hash, source;
         and whether this server sizes datasets from its data folder (`reads_datasets`)."""
@@ -669,12 +669,12 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
         }
         return JSONResponse(body, status_code=200 if current else 503)
 
-    @app.get("/healthz", tags=["service"])
+    @app.get("/healthz", tags=["service"], responses=rq.GET_ERRORS)
     async def healthz() -> dict[str, str]:
         """The process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["service"])
+    @app.get("/readyz", tags=["service"], responses={**rq.GET_ERRORS, **rq.error_responses(503)})
     async def readyz() -> JSONResponse:
         """200 once a model is loaded and predictions can be answered; 503 before."""
         current = model_source.current()

@@ -154,6 +154,36 @@ class ConfigRequest(BaseModel):
     config: dict[str, Any] | str = Field(..., description="A native or Ludwig config: a JSON object, or YAML text.")
 
 
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "status"],
+    "properties": {"error": {"type": "string"}, "status": {"type": "integer"}},
+}
+"""Every answer that is not 200 (`{"error": one line, "status": code}`)."""
+_ERROR_MEANINGS = {
+    400: "the body is not JSON / YAML, nests too deeply, or the Host header is not allowed",
+    403: "a cross-site request (Origin of another host)",
+    408: "the body did not arrive in time",
+    413: "the body is over the size limit",
+    415: "not application/json or application/yaml",
+    422: "the config or a field is wrong (the CLI's one-line message)",
+    500: "a bug (a reference to the server log)",
+    503: "no model loaded yet, or the request took longer than the time limit",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` of the error answers `codes`."""
+    return {
+        code: {"description": _ERROR_MEANINGS[code], "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+        for code in codes
+    }
+
+
+POST_ERRORS = error_responses(400, 403, 408, 413, 415, 422, 500, 503)
+GET_ERRORS = error_responses(400, 403, 500)
+
+
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     """OpenAPI request body of an endpoint that reads its body itself (JSON, or a YAML config)."""
     return {
