@@ -212,11 +212,21 @@ def test_the_dataset_field_sweeps_and_comparisons_are_refused(client, sentinel):
         ("/v1/sweep", {"config": EXAMPLE, "vary": {"training.micro_batch_size": [1]}, "set": {"model.path ": creds}}),
         ("/v1/compare", {"configs": [EXAMPLE, native(dataset=creds)]}),
         ("/v1/advise", {"config": native(dataset=creds), "deadline_s": 3600}),
+        ("/v1/config", {"config": native(dataset=creds)}),
     ]
     for path, body in refused:
         response = client.post(path, json=body)
         assert response.status_code == 422, (path, body, response.text)
         error_of(response)
+    # A config given as a path is YAML text to the service, never a file name.
+    for config in (f"{sentinel}/model/config.json", f"{sentinel}/creds.csv", str(sentinel)):
+        for body in ({"config": config}, {"configs": [config, config]}):
+            response = client.post("/v1/compare" if "configs" in body else "/v1/predict", json=body)
+            assert 400 <= response.status_code < 500 and "mapping" in error_of(response), response.text
+    query = client.post(
+        "/v1/predict", content=EXAMPLE, headers={"Content-Type": "application/yaml"}, params={"dataset": creds}
+    )
+    assert query.status_code == 422 and "file on the server" in error_of(query)
 
 
 def test_keys_are_compared_in_one_canonical_form():
