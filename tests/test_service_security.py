@@ -290,6 +290,9 @@ def test_with_data_dir_a_dataset_inside_is_read_off_the_event_loop_and_nothing_o
                 assert "data folder" in error_of(refused)
         missing = c.post("/v1/predict", json={"config": config, "dataset": "nope.csv"})
         assert missing.status_code == 422 and "does not exist" in error_of(missing)
+        read = c.post("/v1/config", json={"config": {**config, "training": {**config["training"], "dataset": "train.csv"}}})
+        assert read.status_code == 200 and read.json()["fields"]["seq_len"] == 512, read.text
+        assert c.get("/v1/model").json()["reads_datasets"] is True
 
 
 def test_a_symlink_out_of_the_data_dir_and_an_oversized_file_are_refused(data_dir, tmp_path):

@@ -267,7 +267,8 @@ def reads_files(req: Any, access: rq.FileAccess) -> bool:
         parsed = [_config(c) for c in configs]
     except PerfModelError:
         return False  # the job's own one-line error, before any file
-    return any(access.reads_files(c, req.overrides, req.dataset) for c in parsed or [None])
+    overrides, dataset = getattr(req, "overrides", None), getattr(req, "dataset", None)
+    return any(access.reads_files(c, overrides, dataset) for c in parsed or [None])
 
 
 FORM_FIELDS = ("gpu", "num_gpus", "precision", "micro_batch_size", "seq_len", "tokens", "rows")
