@@ -69,7 +69,7 @@ bench: install  ## speed targets: train < 3 min on 2 cores, predict < 1.5 s cold
 # Opt-in, not part of install or CI: real Ludwig needs Python >= 3.12 and ~6 GB (torch 2.11 CUDA build from
 # PyPI on x86_64). perfmodel finds this venv by itself (perfmodel/config/ludwig_venv.py); pins as measured in
 # issue 16: torchaudio 2.11.1 does not load beside torch 2.11.0, so 2.11.0.
-PY312      ?= python3.12
+PY312      ?= $(or $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12)),python3.12)
 LUDWIG_VENV ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/perfmodel/ludwig-0.17
 
 ludwig-env:  ## opt-in: Python 3.12 venv with real Ludwig 0.17 (~6 GB, 2-5 min) for check-ludwig and collect-ludwig
