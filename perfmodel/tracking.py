@@ -92,6 +92,22 @@ def check_reachable(uri: str, timeout_s: float = REACHABILITY_TIMEOUT_S) -> None
             ) from None
 
 
+HTTP_REQUEST_TIMEOUT_S = 10
+"""Seconds one MLflow HTTP request may take before it fails (`bound_http_requests`); MLflow's
+default is 120 s, retried 7 times with backoff: an unreachable registry took 249 s to report."""
+HTTP_REQUEST_MAX_RETRIES = 2
+"""MLflow HTTP retries (`bound_http_requests`)."""
+
+
+def bound_http_requests() -> None:
+    """Bound MLflow's HTTP calls in this process (`MLFLOW_HTTP_REQUEST_TIMEOUT`,
+    `MLFLOW_HTTP_REQUEST_MAX_RETRIES`, the variables MLflow documents), unless the user set them."""
+    import os
+
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(HTTP_REQUEST_TIMEOUT_S))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(HTTP_REQUEST_MAX_RETRIES))
+
+
 _PARAM_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 

@@ -44,7 +44,7 @@ CONTRACT_KEYS = {
 
 @pytest.fixture(scope="module")
 def client():
-    with TestClient(create_app(), raise_server_exceptions=False) as c:
+    with TestClient(create_app(), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -52,6 +52,12 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     capsys.readouterr()
     cli_main(["predict", *args, "--json"])
     return json.loads(capsys.readouterr().out)
+
+
+def cli_text(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    capsys.readouterr()
+    cli_main(["predict", *args])
+    return capsys.readouterr().out
 
 
 def error_of(response) -> str:
@@ -79,7 +85,9 @@ def test_predict_answers_what_the_cli_prints(client, capsys):
     )
     assert response.status_code == 200, response.text
     data = response.json()
+    shown = data.pop("display")  # the service's addition: the CLI's strings for the page
     assert data == expected
+    assert shown["total_time"] in cli_text(capsys, "--config", str(EXAMPLE), *flags.split())
     assert CONTRACT_KEYS <= set(data)
     for key in CONTRACT_INTERVALS:
         assert 0 < data[key]["low"] <= data[key]["estimate"] <= data[key]["high"], key
@@ -107,7 +115,7 @@ def test_a_ludwig_config_with_rows_is_answered_like_the_cli(client, capsys):
     expected = cli_json(capsys, "--config", str(LUDWIG), "--rows", "50000")
     response = client.post("/v1/predict", json={"config": LUDWIG.read_text(), "rows": 50000})
     assert response.status_code == 200, response.text
-    assert response.json() == expected
+    assert {k: v for k, v in response.json().items() if k != "display"} == expected
 
 
 def test_a_repeated_request_is_served_from_the_cache_with_the_same_body(client):
@@ -314,7 +322,7 @@ def test_a_sweep_larger_than_the_server_allows_is_refused(client):
 
 
 def test_an_unexpected_error_is_a_500_without_a_traceback(client, monkeypatch):
-    def broken(req, model):
+    def broken(req, model, *args):
         raise RuntimeError("secret detail from /srv/internal/path")
 
     monkeypatch.setattr(service_app, "predict_job", broken)
@@ -327,14 +335,14 @@ def test_an_unexpected_error_is_a_500_without_a_traceback(client, monkeypatch):
 def test_a_request_over_the_time_limit_is_a_503_and_the_server_keeps_serving(monkeypatch):
     real = service_app.predict_job
 
-    def slow(req, model):
+    def slow(req, model, *args):
         if req.gpu == "slow":
             time.sleep(2)
-        return real(req, model)
+        return real(req, model, *args)
 
     monkeypatch.setattr(service_app, "predict_job", slow)
     # every request to the worker threads, where the time limit holds (small predictions are inline)
-    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3, inline_max_body_bytes=0))) as c:
+    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3, inline_max_body_bytes=0)), base_url="http://127.0.0.1") as c:
         started = time.monotonic()
         response = c.post("/v1/predict", json={"config": EXAMPLE.read_text(), "gpu": "slow"})
         assert time.monotonic() - started < 1.5
@@ -343,12 +351,12 @@ def test_a_request_over_the_time_limit_is_a_503_and_the_server_keeps_serving(mon
 
 
 def test_a_slow_sweep_is_cut_at_the_time_limit_with_the_default_settings(monkeypatch):
-    def slow(req, model, max_points):
+    def slow(req, model, max_points, *args):
         time.sleep(2)
         raise AssertionError("the sweep should have been abandoned")
 
     monkeypatch.setattr(service_app, "sweep_job", slow)
-    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3))) as c:
+    with TestClient(create_app(ServiceSettings(request_timeout_s=0.3)), base_url="http://127.0.0.1") as c:
         started = time.monotonic()
         body = {"config": EXAMPLE.read_text(), "vary": {"training.micro_batch_size": [1, 2]}}
         response = c.post("/v1/sweep", json=body)
@@ -362,9 +370,9 @@ def test_a_small_prediction_is_computed_on_the_event_loop_and_a_large_one_in_a_t
 ):
     real, where = service_app.predict_job, []
 
-    def spy(req, model):
+    def spy(req, model, *args):
         where.append(threading.get_ident())
-        return real(req, model)
+        return real(req, model, *args)
 
     monkeypatch.setattr(service_app, "predict_job", spy)
     app = create_app()
@@ -373,7 +381,7 @@ def test_a_small_prediction_is_computed_on_the_event_loop_and_a_large_one_in_a_t
     async def loop_thread() -> dict[str, int]:
         return {"ident": threading.get_ident()}
 
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         config = EXAMPLE.read_text() + "#" * padding + "\n"  # a comment: the same run, a larger body
         response = c.post("/v1/predict", json={"config": config})
         assert response.status_code == 200, response.text
@@ -416,12 +424,32 @@ def test_serve_hands_every_worker_process_its_settings(monkeypatch, tmp_path):
     sent = ServiceSettings.from_json(os.environ[ENV_VAR])  # what each worker builds its app from
     assert sent == ServiceSettings(model_dir=tmp_path, request_timeout_s=7.0)
     monkeypatch.setenv(ENV_VAR, ServiceSettings(max_sweep_points=3, cache_bytes=0).to_json())
-    with TestClient(service_app.app_from_env()) as c:
+    with TestClient(service_app.app_from_env(), base_url="http://127.0.0.1") as c:
         body = {"config": EXAMPLE.read_text(), "vary": {"training.micro_batch_size": [1, 2, 4, 8]}}
         refused = c.post("/v1/sweep", json=body)
         assert refused.status_code == 422 and "3" in error_of(refused)  # over this worker's 3 points
         asked = [c.post("/v1/predict", json={"config": EXAMPLE.read_text()}) for _ in range(2)]
         assert [a.headers["X-Perfmodel-Cache"] for a in asked] == ["miss", "miss"]  # its cache is off
+
+
+def test_serve_hands_the_data_folder_and_the_host_names_to_its_workers(monkeypatch, tmp_path, capsys):
+    import uvicorn
+
+    from perfmodel.service.settings import ENV_VAR, LOOPBACK_HOSTS
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    cli_main(["serve", "--host", "10.1.2.3", "--data-dir", str(tmp_path), "--allowed-host", "perf.corp.example"])
+    sent = ServiceSettings.from_json(os.environ[ENV_VAR])
+    assert sent.data_dir == tmp_path
+    assert sent.allowed_hosts == (*LOOPBACK_HOSTS, "10.1.2.3", "perf.corp.example")
+    capsys.readouterr()
+    cli_main(["serve", "--host", "0.0.0.0"])  # a wildcard address is no name a client sends
+    assert ServiceSettings.from_json(os.environ[ENV_VAR]).allowed_hosts == LOOPBACK_HOSTS
+    assert "--allowed-host" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["serve", "--data-dir", str(tmp_path / "missing")])
+    assert exit_info.value.code == 2
 
 
 def test_serve_refuses_zero_workers():

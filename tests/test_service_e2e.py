@@ -280,16 +280,175 @@ def test_the_page_predicts_a_catalog_model_and_draws_intervals_and_a_sweep(serve
         Path(keep).write_bytes(png)
 
 
+FSDP_EXAMPLE = (ROOT / "examples" / "llama3-8b-pretrain-fsdp.yaml").read_text()
+RUN_FIELDS = ("gpu", "num_gpus", "precision", "micro_batch_size", "seq_len", "tokens", "rows", "dataset")
+
+
+def open_page(browser: Browser, server: str) -> None:
+    browser.send("Page.navigate", session=True, url=server + "/")
+    browser.wait_for("document.body && document.body.dataset.ready === 'true'")
+
+
+def predict_on_page(browser: Browser) -> str:
+    """Click Predict and wait for this run's answer or error: its final state."""
+    before = browser.js("+(document.getElementById('results').dataset.finished || 0)")
+    browser.click("go")
+    browser.wait_for(f"+(document.getElementById('results').dataset.finished || 0) > {before}")
+    return str(browser.js("document.getElementById('results').dataset.state"))
+
+
+def paste_yaml(browser: Browser, text: str) -> None:
+    """YAML mode, `text` typed into the box (an input event), and the config's values read."""
+    if not browser.js("document.querySelector('input[name=mode][value=yaml]').checked"):
+        browser.js("document.querySelector('input[name=mode][value=yaml]').click()")
+    before = browser.js("+(document.body.dataset.configRead || 0)")
+    browser.js(f"""(() => {{ const box = document.getElementById('yaml'); box.value = {json.dumps(text)};
+        box.dispatchEvent(new Event('input')); }})()""")
+    browser.wait_for(f"+(document.body.dataset.configRead || 0) > {before}")
+
+
+def shown(browser: Browser) -> dict[str, Any]:
+    """What the page shows: facts by key, cards' value and range by metric, fit suggestions, error."""
+    return browser.js("""({
+        facts: Object.fromEntries([...document.querySelectorAll('#facts dd')].map(d => [d.dataset.key, d.textContent])),
+        cards: Object.fromEntries([...document.querySelectorAll('#cards .card')].map(c => [c.dataset.metric,
+            [c.querySelector('.value').textContent, c.querySelector('.range').textContent]])),
+        fits: [...document.querySelectorAll('#fit-suggestions li')].map(li => li.querySelector('code').textContent),
+        fitHidden: document.getElementById('fit').hidden,
+        sweepPoints: document.querySelectorAll('#sweep circle').length,
+        warnings: document.querySelectorAll('#warnings li').length,
+        error: document.getElementById('error').hidden ? null : document.getElementById('error').textContent,
+    })""")
+
+
+def test_the_default_form_fits_and_shows_steps_step_time_mfu_and_bottleneck_as_the_cli_formats_them(
+    server, browser
+):
+    import httpx
+
+    from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range
+
+    open_page(browser, server)
+    assert predict_on_page(browser) == "done"
+    sent = browser.posted("/v1/predict")[-1]
+    answer = httpx.post(server + "/v1/predict", json=sent, timeout=60).json()
+    assert answer["fits_in_memory"] and answer["memory_verdict"]["verdict"] == "fits"  # the default example fits
+    page = shown(browser)
+    assert page["cards"]["peak_memory_gb"][0].endswith("(fits)")
+    assert page["fitHidden"] and page["fits"] == []
+    # Durations in the CLI's formats (perfmodel.cli.render), whatever the numbers are.
+    for key, name in (("total_time_s", "total_time"), ("step_time_s", "step_time")):
+        iv = answer[key]
+        unit = duration_unit(iv["estimate"])
+        assert answer["display"][name] == fmt_duration(iv["estimate"], unit)
+        assert answer["display"][f"{name}_range"] == fmt_duration_range(iv["low"], iv["high"], unit)
+    d = answer["display"]
+    assert page["cards"]["total_time_s"] == [d["total_time"], d["total_time_range"]]
+    assert page["facts"]["steps"] == f"{answer['total_steps']:,}"
+    assert page["facts"]["step_time"] == f"{d['step_time']} ({d['step_time_range']})"
+    mfu = answer["mfu"]
+    assert page["facts"]["mfu"] == f"{mfu['estimate']:.0%} ({mfu['low']:.0%} – {mfu['high']:.0%})"
+    assert page["facts"]["bottleneck"] == answer["bottleneck"]
+
+
+def test_yaml_mode_starts_empty_shows_the_configs_values_and_sends_only_what_changed(server, browser):
+    import httpx
+
+    open_page(browser, server)
+    paste_yaml(browser, FSDP_EXAMPLE)
+    values = browser.js(f"{json.dumps(RUN_FIELDS)}.map(id => document.getElementById(id).value)")
+    assert values == [""] * len(RUN_FIELDS), "the fields start empty"
+    placeholders = browser.js("""({
+        num_gpus: document.getElementById('num_gpus').placeholder,
+        micro_batch_size: document.getElementById('micro_batch_size').placeholder,
+        seq_len: document.getElementById('seq_len').placeholder,
+        tokens: document.getElementById('tokens').placeholder,
+        gpu: document.getElementById('gpu').options[0].text,
+        precision: document.getElementById('precision').options[0].text})""")
+    assert placeholders == {
+        "num_gpus": "16",
+        "micro_batch_size": "1",
+        "seq_len": "8192",
+        "tokens": "10 B",
+        "gpu": "(config's: H100-SXM)",
+        "precision": "(config's: amp_bf16)",
+    }
+    # The repository's own example, pasted as it is: predicted as the CLI predicts the file.
+    assert predict_on_page(browser) == "done", shown(browser)["error"]
+    assert browser.posted("/v1/predict")[-1] == {"config": FSDP_EXAMPLE}
+    answer = httpx.post(server + "/v1/predict", json={"config": FSDP_EXAMPLE}, timeout=60).json()
+    assert answer["workload"]["parallel"]["num_gpus"] == 16 and answer["workload"]["parallel"]["num_nodes"] == 2
+    assert shown(browser)["facts"]["steps"] == answer["display"]["steps"]
+    # One field changed: only that is sent.
+    browser.js("document.getElementById('micro_batch_size').value = '2'")
+    assert predict_on_page(browser) == "done", shown(browser)["error"]
+    assert browser.posted("/v1/predict")[-1] == {"config": FSDP_EXAMPLE, "set": {"training.micro_batch_size": 2}}
+
+
+def test_a_new_answer_or_error_replaces_the_old_one(server, browser):
+    open_page(browser, server)
+    assert predict_on_page(browser) == "done"
+    first = shown(browser)
+    assert first["cards"] and first["facts"] and first["sweepPoints"] == 7 and first["error"] is None
+    paste_yaml(browser, "model: [1, 2")
+    assert predict_on_page(browser) == "error"
+    failed = shown(browser)
+    assert "not valid YAML" in failed["error"]
+    assert failed["cards"] == {} and failed["facts"] == {} and failed["sweepPoints"] == 0 and failed["warnings"] == 0
+    paste_yaml(browser, FSDP_EXAMPLE)
+    assert predict_on_page(browser) == "done"
+    again = shown(browser)
+    assert again["error"] is None and len(again["cards"]) == len(first["cards"])
+    assert browser.js("document.querySelectorAll('#cards .card').length") == len(first["cards"])  # not added twice
+
+
+def test_fit_suggestions_are_shown_as_the_config_keys_to_set(server, browser):
+    import httpx
+
+    open_page(browser, server)
+    browser.js("document.getElementById('micro_batch_size').value = '16'")  # 7B LoRA, 2048 tokens: too much
+    assert predict_on_page(browser) == "done"
+    sent = browser.posted("/v1/predict")[-1]
+    answer = httpx.post(server + "/v1/predict", json=sent, timeout=60).json()
+    assert not answer["fits_in_memory"] and answer["fit_suggestions"]
+    page = shown(browser)
+    assert page["cards"]["peak_memory_gb"][0].endswith("(does not fit)")
+    assert not page["fitHidden"]
+    expected = [
+        ", ".join(
+            f"{k}={json.dumps(v).replace(chr(34), '') if isinstance(v, (bool, dict)) else v}"
+            for k, v in (s["config_changes"] if s["config_changes"] is not None else s["changes"]).items()
+        )
+        for s in answer["fit_suggestions"]
+    ]
+    assert page["fits"] == expected
+    assert any("training.micro_batch_size=" in line for line in page["fits"])
+
+
+def test_a_ludwig_config_is_sized_with_the_rows_field(server, browser):
+    import httpx
+
+    open_page(browser, server)
+    paste_yaml(browser, LUDWIG_WITHOUT_DATA)
+    assert browser.js("document.getElementById('data-fields').hidden") is False
+    assert browser.js("document.getElementById('data-fields').dataset.dialect") == "ludwig"
+    assert browser.js("document.getElementById('rows').placeholder") == "required (or tokens)"
+    assert browser.js("document.getElementById('dataset').disabled") is True  # this server has no --data-dir
+    assert "rows" in browser.js("document.getElementById('config-note').textContent")
+    browser.js("document.getElementById('rows').value = '50000'")
+    assert predict_on_page(browser) == "done", shown(browser)["error"]
+    sent = browser.posted("/v1/predict")[-1]
+    assert sent == {"config": LUDWIG_WITHOUT_DATA, "rows": 50000}
+    answer = httpx.post(server + "/v1/predict", json=sent, timeout=60).json()
+    assert shown(browser)["facts"]["steps"] == answer["display"]["steps"]
+
+
 def test_a_pasted_ludwig_config_without_data_shows_the_one_line_error(server, browser):
     browser.send("Page.navigate", session=True, url=server + "/")
     browser.wait_for("document.body && document.body.dataset.ready === 'true'")
-    browser.js("document.querySelector('input[name=mode][value=yaml]').click()")
+    paste_yaml(browser, LUDWIG_WITHOUT_DATA)
     assert browser.js("document.getElementById('yaml-fields').hidden") is False
-    browser.js(f"""(() => {{ document.getElementById('yaml').value = {json.dumps(LUDWIG_WITHOUT_DATA)};
-        for (const id of ['gpu', 'num_gpus', 'precision', 'micro_batch_size', 'seq_len', 'tokens'])
-            document.getElementById(id).value = ''; }})()""")
-    browser.click("go")
-    browser.wait_for("document.getElementById('results').dataset.state === 'error'")
+    assert predict_on_page(browser) == "error"
     message = browser.js("document.getElementById('error').textContent")
     assert "rows" in message and "tokens" in message and "Traceback" not in message
     assert browser.posted("/v1/predict")[-1]["config"] == LUDWIG_WITHOUT_DATA

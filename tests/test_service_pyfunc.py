@@ -54,7 +54,7 @@ def test_the_registered_pyfunc_and_the_service_agree_on_step_time(tmp_path):
         version = tracker.log_model(MODEL_DIR, register=True)
     pyfunc = mlflow.pyfunc.load_model(f"models:/{tracker.model_name}/{version}")
 
-    with TestClient(create_app(ServiceSettings(model_dir=MODEL_DIR))) as client:
+    with TestClient(create_app(ServiceSettings(model_dir=MODEL_DIR)), base_url="http://127.0.0.1") as client:
         answers = [client.post("/v1/predict", json=body) for body in REQUESTS]
     assert all(a.status_code == 200 for a in answers), [a.text for a in answers if a.status_code != 200]
     assert all(a.json()["model"]["kind"] == "learned" for a in answers)

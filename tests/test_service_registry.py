@@ -54,7 +54,7 @@ def wait_until(predicate, timeout: float = 60.0) -> None:
 def test_a_moved_champion_alias_is_served_without_a_failed_request(registry):
     tracker, (v1, v2) = registry
     settings = ServiceSettings(model_uri=URI, tracking_uri=tracker.uri, poll_interval_s=0.2, cache_bytes=0)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         wait_until(lambda: client.get("/readyz").status_code == 200)
         first = client.get("/v1/model").json()["model"]
         assert (first["version"], first["trained_rows"]) == (v1, 111)
@@ -105,7 +105,7 @@ def test_a_damaged_version_is_not_switched_to(registry, tmp_path):
     with tracker.run("damaged"):
         v3 = tracker.log_model(bad, register=True)
     settings = ServiceSettings(model_uri=URI, tracking_uri=tracker.uri, poll_interval_s=0.2)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         wait_until(lambda: client.get("/readyz").status_code == 200)
         tracker.set_champion(v3)
         wait_until(lambda: "does not match" in client.get("/v1/model").json()["registry"]["last_error"])
@@ -119,7 +119,7 @@ def test_no_registered_model_means_not_ready_and_503_not_a_crash(tmp_path):
     settings = ServiceSettings(
         model_uri="models:/nothing-here@champion", tracking_uri=uri, poll_interval_s=0.2
     )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         wait_until(lambda: client.get("/v1/model").json()["registry"]["last_error"] != "")
         ready = client.get("/readyz")
         assert ready.status_code == 503 and ready.json()["ready"] is False
@@ -130,7 +130,7 @@ def test_no_registered_model_means_not_ready_and_503_not_a_crash(tmp_path):
 
 def test_a_model_folder_replaced_in_place_is_served_on_the_next_request(tmp_path):
     folder = model_folder(tmp_path, "models", 111)
-    with TestClient(create_app(ServiceSettings(model_dir=folder))) as client:
+    with TestClient(create_app(ServiceSettings(model_dir=folder)), base_url="http://127.0.0.1") as client:
         body = {"config": EXAMPLE}
         assert client.post("/v1/predict", json=body).json()["model"]["trained_rows"] == 111
         meta, text = read_model_folder(folder)
@@ -138,3 +138,31 @@ def test_a_model_folder_replaced_in_place_is_served_on_the_next_request(tmp_path
         response = client.post("/v1/predict", json=body)  # the same request: not answered from the cache
         assert response.status_code == 200 and response.json()["model"]["trained_rows"] == 222
         assert client.get("/v1/model").json()["model"]["trained_rows"] == 222
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends: nothing listens
+
+
+def test_an_unreachable_registry_is_reported_by_readyz_within_ten_seconds(monkeypatch):
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    uri = f"http://127.0.0.1:{closed_port()}"
+    settings = ServiceSettings(model_uri=URI, tracking_uri=uri, poll_interval_s=30)
+    started = time.monotonic()
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        wait_until(lambda: client.get("/readyz").json().get("error", "loading the model") != "loading the model", 10)
+        elapsed = time.monotonic() - started
+        error = client.get("/readyz").json()["error"]
+        assert "\n" not in error and uri in error and "did not answer" in error, error
+        assert client.get("/healthz").status_code == 200
+    assert elapsed < 10
+    # MLflow's own HTTP calls are bounded in the serving process too (unless the user set them).
+    import os
+
+    bounds = [os.environ.pop(name, None) for name in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")]
+    assert bounds == ["10", "2"]

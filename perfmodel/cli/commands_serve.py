@@ -42,6 +42,16 @@ def serve_command(
         "--workers",
         help="Server processes (one per core serves the most; each loads the model and keeps its own cache).",
     ),
+    data_dir: Path = typer.Option(
+        None,
+        "--data-dir",
+        help="The one folder whose files requests may name (dataset, training.dataset, model.path), relative to it; default: none are read.",
+    ),
+    allowed_host: list[str] = typer.Option(
+        None,
+        "--allowed-host",
+        help="A Host name to answer besides localhost, 127.0.0.1, ::1 and --host (repeatable; *.example.com, or * for any).",
+    ),
     access_log: bool = typer.Option(
         True, "--access-log/--no-access-log", help="Log every request on stderr."
     ),
@@ -71,6 +81,8 @@ def serve_command(
             poll_interval_s=poll_interval_s,
             request_timeout_s=request_timeout_s,
             concurrency=concurrency,
+            data_dir=data_dir,
+            allowed_hosts=allowed_hosts(host, allowed_host or []),
         )
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -79,6 +91,12 @@ def serve_command(
         from perfmodel.learn.registry import parse_model_uri
 
         parse_model_uri(model_uri)  # a malformed URI is a one-line error before the server starts
+    if host in ("0.0.0.0", "::") and not allowed_host:
+        typer.echo(
+            f"perfmodel serve: answering the Host names {', '.join(settings.allowed_hosts)} only; "
+            "add --allowed-host NAME for each name clients use",
+            err=True,
+        )
     # Every process, the only one or one of N, builds its app from the settings in the environment.
     os.environ[ENV_VAR] = settings.to_json()
     uvicorn.run(
@@ -90,3 +108,16 @@ def serve_command(
         access_log=access_log,
         log_level="info",
     )
+
+
+def allowed_hosts(host: str, extra: list[str]) -> tuple[str, ...]:
+    """The Host names a server bound to `host` answers: loopback names, `host` itself (unless a
+    wildcard address: 0.0.0.0 or ::, where clients use a name given with --allowed-host), then `extra`."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.service.settings import LOOPBACK_HOSTS
+
+    names = [*LOOPBACK_HOSTS]
+    for name in (host.strip("[]"), *extra):
+        if name and name not in ("0.0.0.0", "::") and name not in names:
+            names.append(name)
+    return tuple(names)

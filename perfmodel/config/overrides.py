@@ -44,7 +44,7 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     if "=" not in text:
         raise ConfigError(f"--set {shown} must look like section.key=value, e.g. training.micro_batch_size=16")
     key, raw = text.split("=", 1)
-    parts = tuple(p.strip() for p in key.strip().split("."))
+    parts = key_parts(key)
     if any(not p for p in parts):
         raise ConfigError(
             f"--set {shown}: the key must be a dotted path such as training.micro_batch_size or hardware.gpu"
@@ -55,6 +55,13 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
         raise ConfigError(f"--set {shown}: the value must be a number, a word, true/false, null or a list of words")
     return parts, value
+
+
+def key_parts(key: str) -> tuple[str, ...]:
+    """The parts of a dotted `--set` key as the override parser reads them: split on '.', each
+    part stripped of whitespace (`' model. path '` -> ('model', 'path')); an empty part stays ''
+    (the caller's error). Anything that checks a key before it is applied must read it this way."""
+    return tuple(p.strip() for p in key.strip().split("."))
 
 
 def parse_value(raw: str, *, source: str) -> Any:

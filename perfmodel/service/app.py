@@ -33,19 +33,23 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from perfmodel.api import model_catalog, predict_document
 from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog.prices import default_price
+from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range, fmt_number, fmt_usd
 from perfmodel.config import ludwig, native
 from perfmodel.config.from_text import parse_config_text
+from perfmodel.config.source import resolve_workload
 from perfmodel.decide.advise import advise
 from perfmodel.decide.compare import compare
 from perfmodel.decide.sweep import parse_vary, sweep
@@ -185,32 +189,38 @@ def _config(value: Mapping[str, Any] | str | None, source: str = "the config") -
     return dict(value)
 
 
-def _changes(overrides: Mapping[str, Any] | list[str] | None) -> dict[str, Any]:
-    if isinstance(overrides, Mapping):
-        return dict(overrides)
-    return {
-        text.split("=", 1)[0].strip(): text.split("=", 1)[1].strip()
-        for text in overrides or ()
-        if "=" in text
-    }
+NO_FILES = rq.FileAccess()
+"""A server with no --data-dir: no request reads a file."""
 
 
 def run_request(
-    req: rq.RunOptions, model: LoadedModel, config: Mapping[str, Any] | None, changes: Mapping[str, Any] | None = None
+    req: rq.RunOptions,
+    model: LoadedModel,
+    config: Mapping[str, Any] | None,
+    vary: Mapping[str, Any] | None = None,
+    access: rq.FileAccess = NO_FILES,
 ) -> RunRequest:
-    """The run request of a body: its config (a mapping: server paths refused, with the body's
-    `set` and a sweep's `changes`) and options, predicted with the model this server serves."""
-    rq.refuse_server_paths(config, {**_changes(req.overrides), **(changes or {})})
+    """The run request of a body: its config (a mapping) and `set` with every file they name
+    refused or resolved inside the allowed folder (`access`), a sweep's `vary` keys checked, and
+    the options, predicted with the model this server serves."""
     options = {**req.options(), "model_dir": model.model_dir}
+    options.pop("dataset", None)  # only as `access` resolves it
+    options["set"] = access.changes(options["set"])
+    if vary:
+        access.vary(vary)
+    if req.dataset is not None:
+        options["dataset"] = Path(access.dataset("dataset", req.dataset))
     options["analytic"] = req.analytic or not model.use_learned
-    return RunRequest.of(config, **options)
+    return RunRequest.of(access.config(config), **options)
 
 
-def predict_job(req: rq.RunRequest, model: LoadedModel) -> dict[str, Any]:
-    return predict_document(run_request(req, model, _config(req.config)))
+def predict_job(req: rq.RunRequest, model: LoadedModel, access: rq.FileAccess = NO_FILES) -> dict[str, Any]:
+    return with_display(predict_document(run_request(req, model, _config(req.config), access=access)))
 
 
-def sweep_job(req: rq.SweepRequest, model: LoadedModel, max_points: int) -> dict[str, Any]:
+def sweep_job(
+    req: rq.SweepRequest, model: LoadedModel, max_points: int, access: rq.FileAccess = NO_FILES
+) -> dict[str, Any]:
     vary = dict(req.vary) if isinstance(req.vary, Mapping) else dict(parse_vary(text) for text in req.vary)
     points = 1
     for values in vary.values():
@@ -219,10 +229,10 @@ def sweep_job(req: rq.SweepRequest, model: LoadedModel, max_points: int) -> dict
         raise ConfigError(
             f"the sweep has {points:,} points; this server answers at most {max_points:,} per request"
         )
-    return dict(sweep(run_request(req, model, _config(req.config), vary), vary).to_json())
+    return dict(sweep(run_request(req, model, _config(req.config), vary, access), vary).to_json())
 
 
-def advise_job(req: rq.AdviseRequest, model: LoadedModel) -> dict[str, Any]:
+def advise_job(req: rq.AdviseRequest, model: LoadedModel, access: rq.FileAccess = NO_FILES) -> dict[str, Any]:
     search: dict[str, Any] = {
         "deadline_s": req.deadline_s,
         "budget_usd": req.budget_usd,
@@ -231,18 +241,146 @@ def advise_job(req: rq.AdviseRequest, model: LoadedModel) -> dict[str, Any]:
         "conservative": req.conservative,
         "top": req.top,
     }
-    return dict(advise(run_request(req, model, _config(req.config)), **search).to_json())
+    return dict(advise(run_request(req, model, _config(req.config), access=access), **search).to_json())
 
 
-def compare_job(req: rq.CompareRequest, model: LoadedModel, max_configs: int) -> dict[str, Any]:
+def compare_job(
+    req: rq.CompareRequest, model: LoadedModel, max_configs: int, access: rq.FileAccess = NO_FILES
+) -> dict[str, Any]:
     if len(req.configs) > max_configs:
         raise ConfigError(
             f"{len(req.configs)} configs; this server compares at most {max_configs} per request"
         )
-    configs = [_config(c, f"configs[{i}]") or {} for i, c in enumerate(req.configs)]
-    for config in configs:
-        rq.refuse_server_paths(config, {})
-    return dict(compare(configs, request=run_request(req, model, None)).to_json())
+    configs = [
+        access.config(_config(c, f"configs[{i}]") or {}, f"in configs[{i}]") or {} for i, c in enumerate(req.configs)
+    ]
+    return dict(compare(configs, request=run_request(req, model, None, access=access)).to_json())
+
+
+def reads_files(req: Any, access: rq.FileAccess) -> bool:
+    """Whether a request may make the server read a file in its data folder (then it is computed
+    in a worker thread, under the time limit, never on the event loop)."""
+    if access.data_dir is None:
+        return False  # every file is refused
+    try:
+        configs = [req.config] if hasattr(req, "config") else list(req.configs)
+        parsed = [_config(c) for c in configs]
+    except PerfModelError:
+        return False  # the job's own one-line error, before any file
+    overrides, dataset = getattr(req, "overrides", None), getattr(req, "dataset", None)
+    return any(access.reads_files(c, overrides, dataset) for c in parsed or [None])
+
+
+FORM_FIELDS = ("gpu", "num_gpus", "precision", "micro_batch_size", "seq_len", "tokens", "rows")
+"""The run fields of the web page (what /v1/config reports for a config)."""
+
+
+def config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a config says for each of `FORM_FIELDS`, as perfmodel reads it (defaults applied when
+    the config resolves; the keys it states when it does not, e.g. a Ludwig config without its
+    dataset size), its dialect, and the one-line reason it cannot be predicted as it is."""
+    dialect = "ludwig" if ludwig.is_ludwig(dict(config)) else "native"
+    fields: dict[str, Any] = dict.fromkeys(FORM_FIELDS)
+    missing = ""
+    try:
+        fields.update(_workload_fields(config))
+    except PerfModelError as exc:
+        missing = error_message(exc)
+        try:  # a config without its dataset size: its other values, the size left blank
+            fields.update({**_workload_fields(config, rows=1000), "tokens": None})
+        except PerfModelError:
+            pass
+    shown = {k: (fmt_number(v) if k == "tokens" and isinstance(v, (int, float)) else v) for k, v in fields.items()}
+    return {"dialect": dialect, "fields": fields, "shown": shown, "error": missing or None}
+
+
+def _workload_fields(config: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    w = resolve_workload(RunRequest.of(dict(config), **options))
+    return {
+        "gpu": w.gpu.name,
+        "num_gpus": w.parallel.num_gpus,
+        "precision": w.training.precision,
+        "micro_batch_size": w.training.micro_batch_size,
+        "seq_len": w.training.seq_len,
+        "tokens": w.training.tokens,
+    }
+
+
+DISPLAY_KEY = "display"
+"""The key /v1/predict adds to the `predict --json` document: its headline numbers as text, in
+the CLI's formats (perfmodel.cli.render), for the web page and anyone who shows them to people."""
+
+
+def with_display(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with `display` added (every value a string; absent numbers are absent keys)."""
+    doc[DISPLAY_KEY] = display_strings(doc)
+    return doc
+
+
+def _duration_pair(iv: Mapping[str, float]) -> dict[str, str]:
+    unit = duration_unit(iv["estimate"])
+    return {"value": fmt_duration(iv["estimate"], unit), "range": fmt_duration_range(iv["low"], iv["high"], unit)}
+
+
+def _config_value(value: Any) -> str:
+    """A value as it is written in YAML (true/false, flow mappings), as the CLI's fit lines show it."""
+    if isinstance(value, (bool, dict)):
+        return json.dumps(value, separators=(", ", ": ")).replace('"', "")
+    return str(value)
+
+
+def display_strings(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The prediction's numbers as `perfmodel predict` prints them: durations in one unit per
+    interval (`fmt_duration`), counts with separators, MFU in percent, fit suggestions as the
+    config keys to set."""
+    out: dict[str, Any] = {}
+    for key, name in (("total_time_s", "total_time"), ("step_time_s", "step_time")):
+        if doc.get(key):
+            pair = _duration_pair(doc[key])
+            out[name], out[f"{name}_range"] = pair["value"], pair["range"]
+    if doc.get("total_steps") is not None:
+        out["steps"] = f"{int(doc['total_steps']):,}"
+    tokens, samples = doc.get("throughput_tokens_per_s"), doc.get("throughput_samples_per_s")
+    if tokens:
+        out["throughput"] = f"{tokens['estimate']:,.0f} tokens/s"
+        out["throughput_range"] = f"{tokens['low']:,.0f} – {tokens['high']:,.0f}"
+    elif samples:
+        out["throughput"] = f"{samples['estimate']:,.3g} samples/s"
+        out["throughput_range"] = f"{samples['low']:,.3g} – {samples['high']:,.3g}"
+    if doc.get("gpu_hours"):
+        iv = doc["gpu_hours"]
+        out["gpu_hours"], out["gpu_hours_range"] = f"{iv['estimate']:,.3g}", f"{iv['low']:,.3g} – {iv['high']:,.3g}"
+    if doc.get("cost_usd"):
+        iv = doc["cost_usd"]
+        out["cost"], out["cost_range"] = fmt_usd(iv["estimate"]), f"{fmt_usd(iv['low'])} – {fmt_usd(iv['high'])}"
+    if doc.get("peak_memory_gb"):
+        iv = doc["peak_memory_gb"]
+        out["peak_memory"], out["peak_memory_range"] = f"{iv['estimate']:.1f} GB", f"{iv['low']:.1f} – {iv['high']:.1f} GB"
+    verdict = doc.get("memory_verdict")
+    if isinstance(verdict, Mapping) and verdict.get("verdict"):
+        out["memory_verdict"] = (
+            f"{verdict['verdict']}: {verdict.get('device_gb', 0):.1f} GB of {verdict.get('capacity_gb', 0):.0f} GB per GPU"
+        )
+    if doc.get("mfu"):
+        iv = doc["mfu"]
+        out["mfu"], out["mfu_range"] = f"{iv['estimate']:.0%}", f"{iv['low']:.0%} – {iv['high']:.0%}"
+    if doc.get("bottleneck"):
+        out["bottleneck"] = str(doc["bottleneck"])
+    suggestions = []
+    for s in doc.get("fit_suggestions") or ():
+        keys = s.get("config_changes") if s.get("config_changes") is not None else s.get("changes") or {}
+        line: dict[str, Any] = {
+            "summary": str(s.get("summary", "")),
+            "set": ", ".join(f"{k}={_config_value(v)}" for k, v in keys.items()),
+        }
+        if s.get("total_time_s"):
+            pair = _duration_pair(s["total_time_s"])
+            line["total_time"], line["total_time_range"] = pair["value"], pair["range"]
+        if s.get("peak_memory_gb") and s.get("memory_capacity_gb"):
+            line["peak_memory"] = f"{s['peak_memory_gb']['estimate']:.1f} of {s['memory_capacity_gb']:.0f} GB"
+        suggestions.append(line)
+    out["fit_suggestions"] = suggestions
+    return out
 
 
 def gpu_catalog() -> list[dict[str, Any]]:
@@ -259,36 +397,89 @@ def gpu_catalog() -> list[dict[str, Any]]:
 # --- the application --------------------------------------------------------------------------
 
 
-class BodyLimit:
-    """ASGI middleware: a request body over `max_bytes` is answered 413, whether announced by
-    Content-Length or found while reading a chunked body."""
+def host_name(header: str | None) -> str | None:
+    """The name in a Host header: 'localhost:8000' -> 'localhost', '[::1]:8000' -> '::1'; None
+    when missing or malformed."""
+    text = (header or "").strip()
+    if text.startswith("["):
+        end = text.find("]")
+        rest = text[end + 1 :] if end > 0 else "x"
+        return text[1:end] if end > 1 and (not rest or (rest[0] == ":" and rest[1:].isdigit())) else None
+    name, _, port = text.partition(":")
+    if not name or (port and not port.isdigit()) or ":" in port:
+        return None
+    return name
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+
+class RequestGuard:
+    """ASGI middleware, before any route: a `Host` not in `allowed_hosts` is answered 400 and an
+    `Origin` naming another host 403 (a page elsewhere, or a DNS-rebound name, cannot drive the
+    server); a body over `max_bytes` 413, whether announced by Content-Length or found while
+    reading a chunked body; a body not complete `body_timeout_s` after the request came 408.
+
+    The host patterns are those of Starlette's `TrustedHostMiddleware` ('name', '*.domain', '*');
+    that middleware is not used as such because it answers in plain text, not this API's JSON."""
+
+    def __init__(self, app: Any, *, allowed_hosts: tuple[str, ...], max_bytes: int, body_timeout_s: float) -> None:
         self.app = app
+        self.patterns = [p.lower() for p in allowed_hosts]
+        self.any_host = "*" in self.patterns
         self.max_bytes = max_bytes
+        self.body_timeout_s = body_timeout_s
+
+    def _allowed(self, host: str) -> bool:
+        host = host.lower()
+        return self.any_host or any(
+            host == p or (p.startswith("*.") and host.endswith(p[1:])) for p in self.patterns
+        )
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = Headers(scope=scope)
+        host = host_name(headers.get("host"))
+        if host is None or not self._allowed(host):
+            shown = clip(headers.get("host") or "(none)", 80)
+            await _error(
+                400, f"Host {shown} is not served here (allowed: {', '.join(self.patterns)}; perfmodel serve --allowed-host)"
+            )(scope, receive, send)
+            return
+        origin = headers.get("origin")
+        if origin is not None:
+            origin_host = urlsplit(origin).hostname if origin != "null" else None
+            if origin_host is None or not self._allowed(origin_host):
+                await _error(403, f"cross-site request from {clip(origin, 80)} refused")(scope, receive, send)
+                return
         limit = self.max_bytes
         message = f"the request body is over the limit of {limit:,} bytes"
-        length = dict(scope.get("headers") or []).get(b"content-length")
+        length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _error(413, message)(scope, receive, send)
             return
         seen = 0
+        complete = False
+        deadline = anyio.current_time() + self.body_timeout_s
 
-        async def limited() -> Any:
-            nonlocal seen
-            event = await receive()
+        async def guarded() -> Any:
+            nonlocal seen, complete
+            if complete:  # after the body: a wait for the client's disconnect, not bounded here
+                return await receive()
+            event = None
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                event = await receive()
+            if event is None:
+                raise StarletteHTTPException(
+                    408, f"the request body was not received within {self.body_timeout_s:g} s"
+                )
             if event.get("type") == "http.request":
                 seen += len(event.get("body", b""))
+                complete = not event.get("more_body", False)
                 if seen > limit:
                     raise StarletteHTTPException(413, message)
             return event
 
-        await self.app(scope, limited, send)
+        await self.app(scope, guarded, send)
 
 
 def app_from_env() -> FastAPI:
@@ -304,6 +495,7 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
     model_source = source if source is not None else model_source_for(settings)
     cache = ResponseCache(settings.cache_bytes) if settings.cache_bytes else None
     limiter: list[anyio.CapacityLimiter] = []
+    access = rq.FileAccess(settings.data_dir, settings.max_dataset_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -321,7 +513,12 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
         "Bodies are JSON, or a YAML config with the other fields as query parameters.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestGuard,
+        allowed_hosts=settings.allowed_hosts,
+        max_bytes=settings.max_body_bytes,
+        body_timeout_s=settings.body_timeout_s,
+    )
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.exception_handler(StarletteHTTPException)
@@ -372,7 +569,7 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             if cached is not None:
                 return Response(cached, media_type="application/json", headers={"X-Perfmodel-Cache": "hit"})
             try:
-                if bounded and len(body) <= settings.inline_max_body_bytes:
+                if bounded and len(body) <= settings.inline_max_body_bytes and not reads_files(req, access):
                     payload = _json_bytes(job(req, model))
                 else:
                     with anyio.fail_after(settings.request_timeout_s):
@@ -401,31 +598,47 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             _log.exception("request %s %s failed (reference %s)", request.method, request.url.path, ref)
             return _error(500, f"internal error (reference {ref}; the server log has the details)")
 
-    @app.post("/v1/predict", openapi_extra=rq.body_schema(rq.RunRequest), tags=["predict"])
+    @app.post("/v1/predict", openapi_extra=rq.body_schema(rq.RunRequest), tags=["predict"], responses=rq.POST_ERRORS)
     async def predict(request: Request) -> Response:
         """Predict one run: the `perfmodel predict --json` document (time, throughput, GPU-hours,
         cost and peak memory, each {estimate, low, high}; fits_in_memory; model; workload; warnings)."""
-        return await answer(request, rq.RunRequest, predict_job, bounded=True)
+        return await answer(
+            request, rq.RunRequest, lambda req, model: predict_job(req, model, access), bounded=True
+        )
 
-    @app.post("/v1/sweep", openapi_extra=rq.body_schema(rq.SweepRequest), tags=["decide"])
+    @app.post("/v1/sweep", openapi_extra=rq.body_schema(rq.SweepRequest), tags=["decide"], responses=rq.POST_ERRORS)
     async def sweep(request: Request) -> Response:
         """Predict a run at every combination of `vary` (the `perfmodel sweep --json` document)."""
         return await answer(
-            request, rq.SweepRequest, lambda req, model: sweep_job(req, model, settings.max_sweep_points)
+            request,
+            rq.SweepRequest,
+            lambda req, model: sweep_job(req, model, settings.max_sweep_points, access),
         )
 
-    @app.post("/v1/advise", openapi_extra=rq.body_schema(rq.AdviseRequest), tags=["decide"])
+    @app.post("/v1/advise", openapi_extra=rq.body_schema(rq.AdviseRequest), tags=["decide"], responses=rq.POST_ERRORS)
     async def advise(request: Request) -> Response:
         """Options that fit and meet `deadline_s` / `budget_usd` (the `perfmodel advise --json` document)."""
-        return await answer(request, rq.AdviseRequest, advise_job)
+        return await answer(request, rq.AdviseRequest, lambda req, model: advise_job(req, model, access))
 
-    @app.post("/v1/compare", openapi_extra=rq.body_schema(rq.CompareRequest), tags=["decide"])
+    @app.post("/v1/compare", openapi_extra=rq.body_schema(rq.CompareRequest), tags=["decide"], responses=rq.POST_ERRORS)
     async def compare(request: Request) -> Response:
         """Configs side by side with time and cost ratios (the `perfmodel compare --json` document)."""
         return await answer(
             request,
             rq.CompareRequest,
-            lambda req, model: compare_job(req, model, settings.max_compare_configs),
+            lambda req, model: compare_job(req, model, settings.max_compare_configs, access),
+        )
+
+    @app.post("/v1/config", openapi_extra=rq.body_schema(rq.ConfigRequest), tags=["predict"], responses=rq.POST_ERRORS)
+    async def config(request: Request) -> Response:
+        """What a config says for the run fields (gpu, num_gpus, precision, micro_batch_size, seq_len,
+        tokens, rows), its dialect, and why it cannot be predicted as it is (the web page's
+        placeholders)."""
+        return await answer(
+            request,
+            rq.ConfigRequest,
+            lambda req, model: config_fields(access.config(_config(req.config)) or {}),
+            bounded=True,
         )
 
     catalogs: dict[str, bytes] = {}
@@ -435,29 +648,34 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             catalogs[name] = _json_bytes(await anyio.to_thread.run_sync(build))
         return Response(catalogs[name], media_type="application/json")
 
-    @app.get("/v1/gpus", tags=["catalog"])
+    @app.get("/v1/gpus", tags=["catalog"], responses=rq.GET_ERRORS)
     async def gpus() -> Response:
         """Every accelerator: dense peak TFLOP/s per precision, memory, bandwidth, list price."""
         return await catalog("gpus", gpu_catalog)
 
-    @app.get("/v1/models", tags=["catalog"])
+    @app.get("/v1/models", tags=["catalog"], responses=rq.GET_ERRORS)
     async def models() -> Response:
         """Every catalog model architecture (Hugging Face ids and dimensions are accepted too)."""
         return await catalog("models", model_catalog)
 
-    @app.get("/v1/model", tags=["service"])
+    @app.get("/v1/model", tags=["service"], responses={**rq.GET_ERRORS, **rq.error_responses(503)})
     async def model() -> JSONResponse:
-        """The learned model answering now: version, MLflow run id, trained rows, dataset hash, source."""
+        """The learned model answering now: version, MLflow run id, trained rows, dataset hash, source;
+        and whether this server sizes datasets from its data folder (`reads_datasets`)."""
         current = model_source.current()
-        body = {"model": current.to_json() if current else None, "registry": model_source.status()}
+        body = {
+            "model": current.to_json() if current else None,
+            "registry": model_source.status(),
+            "reads_datasets": settings.data_dir is not None,
+        }
         return JSONResponse(body, status_code=200 if current else 503)
 
-    @app.get("/healthz", tags=["service"])
+    @app.get("/healthz", tags=["service"], responses=rq.GET_ERRORS)
     async def healthz() -> dict[str, str]:
         """The process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["service"])
+    @app.get("/readyz", tags=["service"], responses={**rq.GET_ERRORS, **rq.error_responses(503)})
     async def readyz() -> JSONResponse:
         """200 once a model is loaded and predictions can be answered; 503 before."""
         current = model_source.current()

@@ -9,7 +9,9 @@ alias it keeps looking every `poll_interval_s`; when the alias moves, the new ve
 in a background thread while requests go on with the old one, and the switch is one reference
 assignment. A request reads `current()` once and uses that folder to the end; a replaced folder
 is deleted only after `grace_s` (longer than any request may run), so no request loses its
-model midway. A registry that cannot be reached keeps the current model and says so in `status()`.
+model midway. A registry that cannot be reached keeps the current model and says so in `status()`
+within `REACHABILITY_TIMEOUT_S` (5 s): each look first probes the server (`check_reachable`), and
+MLflow's own HTTP calls are bounded (`bound_http_requests`: 10 s, 2 retries, unless set).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE, has_model
 from perfmodel.learn.registry import parse_model_uri
 from perfmodel.learn.shipped import LearnedModel
 from perfmodel.paths import model_dir as default_model_dir
-from perfmodel.tracking import MlflowTracker
+from perfmodel.tracking import MlflowTracker, bound_http_requests, check_reachable
 
 _log = logging.getLogger("perfmodel.service")
 
@@ -206,6 +208,7 @@ class RegistryFollower:
 
     def start(self) -> None:
         """Start following in a background thread (the first load happens there too)."""
+        bound_http_requests()
         self._thread = threading.Thread(target=self._loop, name="perfmodel-registry-follower", daemon=True)
         self._thread.start()
 
@@ -269,6 +272,7 @@ class RegistryFollower:
             return True
 
     def _target(self) -> tuple[str, str]:
+        check_reachable(self.tracker.uri)  # an unreachable server: one line within about 5 s
         client = self.tracker.client
         if self.fixed_version is not None:
             mv = client.get_model_version(self.name, self.fixed_version)

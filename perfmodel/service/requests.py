@@ -5,36 +5,56 @@ A body is JSON (`Content-Type: application/json`): {"config": <mapping or YAML t
 "set": {...}, ...}; or the config itself as YAML (`application/yaml`, `text/yaml`, `text/plain`)
 with the other fields as query parameters (`?gpu=H100-SXM&num_gpus=8&set=training.seq_len=2048`).
 
-Paths are never read on a request's behalf: `dataset`, `training.dataset` and `model.path` are
-refused, and so is a model name (`model.name`, Ludwig's `base_model`, an encoder's
-`pretrained_model_name_or_path`) that is a path (absolute, `~`, `..`, `.json`) or names a
-folder with a config.json under the server's working directory. Catalog names and Hugging Face
-ids (read from the server's Hugging Face cache when there) are fine.
+A cross-site page can send `text/plain` and form bodies without asking first (a CORS "simple
+request"), so those types are refused (415): JSON and YAML bodies must say so.
+
+Files on the server are read only inside the folder the operator allowed (`--data-dir`), never
+elsewhere, and with no such folder never at all. Every key is read the way the config parser reads
+it before it is checked (`FileAccess`): `set` keys split on '.' with each part stripped
+(`perfmodel.config.overrides.key_parts`), then compared in a canonical form (Unicode NFKC,
+invisible characters removed, case folded, common Cyrillic/Greek look-alikes mapped to Latin), and
+a `set` key that is not a plain dotted name of ASCII letters, digits and '_' is refused outright.
+A key that names a file (`FILE_KEYS` at any depth: `training.dataset`, `model.path`, a Ludwig
+dataset argument written into the config) and the `dataset` field are refused, or resolved inside
+the allowed folder; so is a model name (`model.name`, Ludwig's `base_model`, an encoder's
+`pretrained_model_name_or_path`) that is a path (absolute, `~`, `..`, `.json`) or names a folder
+with a config.json. Catalog names and Hugging Face ids (read from the server's Hugging Face cache
+when there) are fine.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import PurePosixPath
+import os
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.catalog import local_config_path
+from perfmodel.config.overrides import key_parts, parse_value
 from perfmodel.errors import ConfigError, PerfModelError, clip, quote
 from perfmodel.request import BY_NAME
 
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
-"""Content types read as a YAML config."""
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+"""Content types read as a YAML config (not `text/plain`: a cross-site page may send that
+without a CORS preflight)."""
 REPEATED_QUERY = ("set", "vary", "gpus")
 """Query parameters that may be given several times (lists)."""
-NAME_KEYS = ("base_model", "pretrained_model_name_or_path")
-"""Keys, at any depth, whose value names a model (and so could name a path)."""
-DATASET_REFUSED = (
-    "dataset: files on the server are not read over HTTP; pass rows (the dataset's rows) "
-    "or tokens (training tokens) instead"
-)
+NAME_KEYS = frozenset({"base_model", "pretrained_model_name_or_path", "pretrained_adapter_weights"})
+"""Keys, at any depth (canonical form), whose value names a model (and so could name a path)."""
+FILE_KEYS = frozenset({"dataset", "path", "training_set", "validation_set", "test_set", "data_dir", "dataset_path"})
+"""Keys, at any depth (canonical form), whose value is a file or folder: native `training.dataset`
+and `model.path`, and Ludwig's dataset arguments where a config carries them."""
+NO_FILES = "files on the server are not read over HTTP (this server has no --data-dir)"
+DATA_HINT = "pass rows (the dataset's rows) or tokens (training tokens) instead"
+MODEL_HINT = "give model.name (a catalog name or Hugging Face id) or the model's dimensions"
+MAX_DEPTH = 64
+"""Deepest nesting of a request body or config (no config is deeper than a few levels)."""
 
 
 class BadRequest(PerfModelError, ValueError):
@@ -45,9 +65,10 @@ class BadRequest(PerfModelError, ValueError):
         self.status = status
 
 
-SERVER_OPTIONS = ("config", "dataset", "model_dir", "model_uri")
+SERVER_OPTIONS = ("config", "model_dir", "model_uri")
 """Run-request options (`perfmodel.request.OPTIONS`) a request body does not carry: the config is
-its own field, files on the server are not read, and the server serves its own model."""
+its own field, and the server serves its own model. `dataset` is a field, refused unless the
+server has a --data-dir and resolved inside it (`FileAccess`)."""
 
 
 def _help(name: str) -> str:
@@ -71,6 +92,7 @@ class RunOptions(BaseModel):
     price_per_gpu_hour: float | None = Field(None, description=_help("price_per_gpu_hour"))
     confidence: float = Field(0.9, description=_help("confidence"))
     analytic: bool = Field(False, description=_help("analytic"))
+    dataset: str | None = Field(None, description=_help("dataset"))
 
     def options(self) -> dict[str, Any]:
         """The options as `perfmodel.request.RunRequest.of` takes them."""
@@ -124,6 +146,44 @@ class CompareRequest(RunOptions):
     )
 
 
+class ConfigRequest(BaseModel):
+    """A config whose values the web page shows as placeholders (nothing is predicted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: dict[str, Any] | str = Field(..., description="A native or Ludwig config: a JSON object, or YAML text.")
+
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "status"],
+    "properties": {"error": {"type": "string"}, "status": {"type": "integer"}},
+}
+"""Every answer that is not 200 (`{"error": one line, "status": code}`)."""
+_ERROR_MEANINGS = {
+    400: "the body is not JSON / YAML, nests too deeply, or the Host header is not allowed",
+    403: "a cross-site request (Origin of another host)",
+    408: "the body did not arrive in time",
+    413: "the body is over the size limit",
+    415: "not application/json or application/yaml",
+    422: "the config or a field is wrong (the CLI's one-line message)",
+    500: "a bug (a reference to the server log)",
+    503: "no model loaded yet, or the request took longer than the time limit",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` of the error answers `codes`."""
+    return {
+        code: {"description": _ERROR_MEANINGS[code], "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+        for code in codes
+    }
+
+
+POST_ERRORS = error_responses(400, 403, 408, 413, 415, 422, 500, 503)
+GET_ERRORS = error_responses(400, 403, 500)
+
+
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     """OpenAPI request body of an endpoint that reads its body itself (JSON, or a YAML config)."""
     return {
@@ -147,7 +207,7 @@ def parse_request(
 ) -> Any:
     """The validated request from a JSON body, or a YAML body plus query parameters."""
     kind = content_type.split(";")[0].strip().lower()
-    if kind in ("application/json", "") or kind.endswith("+json"):
+    if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
         try:
             data = json.loads(body.decode("utf-8-sig") if body else "null")
         except (UnicodeDecodeError, ValueError) as exc:
@@ -167,12 +227,30 @@ def parse_request(
         raise BadRequest(
             f"Content-Type {clip(kind, 80)!r} is not read: send application/json or application/yaml", 415
         )
-    if "dataset" in data:
-        raise ConfigError(DATASET_REFUSED)
+    if nesting(data) > MAX_DEPTH:
+        raise BadRequest(f"the body is nested more than {MAX_DEPTH} levels deep")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc)) from None
+
+
+def nesting(data: Any) -> int:
+    """How deeply mappings and lists nest in `data` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _query_fields(query: Sequence[tuple[str, str]]) -> dict[str, Any]:
@@ -198,62 +276,196 @@ def validation_message(exc: ValidationError) -> str:
 
 
 def _fields(title: str) -> list[str]:
-    for model in (RunRequest, SweepRequest, AdviseRequest, CompareRequest):
+    for model in (RunRequest, SweepRequest, AdviseRequest, CompareRequest, ConfigRequest):
         if model.__name__ == title:
             return [f.alias or name for name, f in model.model_fields.items()]
     return []
 
 
-# --- server-side paths ------------------------------------------------------------------------
+# --- files on the server ----------------------------------------------------------------------
+
+_SET_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LOOK_ALIKES = str.maketrans(
+    "аеорсхуіјѕԁһӏԛԝαεοριτυνκχΑΒΕΖΗΙΚΜΝΟΡΤΥΧАВЕКМНОРСТХ",
+    "aeopcxyijsdhlqwaeopitvvkxABEZHIKMNOPTYXABEKMHOPCTX",
+)
+"""Cyrillic and Greek letters that look like Latin ones (a key spelled with them is compared as
+the Latin key it imitates)."""
 
 
-def refuse_server_paths(config: Mapping[str, Any] | None, changes: Mapping[str, Any]) -> None:
-    """ConfigError when a config (mapping) or a change (dotted key -> value) would make the server
-    read a file named by the request."""
-    if config is not None:
-        for dotted, value in _walk(config):
-            _check(dotted, value, "in the config")
-    for dotted, value in changes.items():
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            _check(str(dotted), v, "in the request")
+def canonical(key: Any) -> str:
+    """A key part as it is compared: NFKC, invisible (format) characters dropped, look-alikes
+    mapped to Latin, case folded, whitespace stripped."""
+    text = unicodedata.normalize("NFKC", str(key))
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return text.translate(_LOOK_ALIKES).casefold().strip()
 
 
-def _walk(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            dotted = f"{prefix}.{key}" if prefix else str(key)
-            yield dotted, value
-            yield from _walk(value, dotted)
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            yield from _walk(item, f"{prefix}[{i}]")
-
-
-def _check(dotted: str, value: Any, where: str) -> None:
-    if dotted in ("training.dataset", "model.path"):
+def _set_key(key: Any, where: str) -> tuple[str, ...]:
+    """The parts of a `set` / `vary` key as the override parser reads them; ConfigError for a key
+    that is not a plain dotted name (no config key has spaces inside, non-ASCII letters or
+    invisible characters)."""
+    parts = key_parts(key) if isinstance(key, str) else ()
+    if not parts or not all(_SET_PART.fullmatch(p) for p in parts):
         raise ConfigError(
-            f"{dotted} {where} names a file on the server, which is not read over HTTP; "
-            + (
-                "pass rows or tokens instead"
-                if dotted == "training.dataset"
-                else "give model.name (a catalog name or Hugging Face id) or the dimensions"
+            f"{where} key {quote(key, 60)} is not a config key: write a dotted name of letters, digits "
+            f"and _ such as training.micro_batch_size"
+        )
+    return parts
+
+
+def _dotted(parts: Sequence[str]) -> str:
+    return ".".join(canonical(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class FileAccess:
+    """Which files a request may make the server read: none (`data_dir` None), or those inside
+    `data_dir` (the operator's --data-dir; symlinks resolved, `~` and escapes refused)."""
+
+    data_dir: Path | None = None
+    max_bytes: int = 256_000_000
+    """Largest dataset file read on a request's behalf, bytes."""
+
+    def resolve(self, where: str, value: Any) -> str:
+        """The absolute path of `value` inside the allowed folder; ConfigError if there is no such
+        folder or the path leaves it. Nothing outside the folder is touched to decide."""
+        if self.data_dir is None:
+            hint = MODEL_HINT if where.split(" ", 1)[0].rsplit(".", 1)[-1].strip().casefold() == "path" else DATA_HINT
+            raise ConfigError(f"{where} names a file on the server: {NO_FILES}; {hint}")
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
+            raise ConfigError(f"{where} must be a file name in the server's data folder, got {quote(value, 80)}")
+        text = value.strip()
+        if text.startswith("~"):
+            raise ConfigError(f"{where} {quote(text, 80)}: give a path inside the server's data folder, not ~")
+        root = os.path.realpath(self.data_dir)
+        lexical = os.path.normpath(os.path.join(root, text))  # an absolute text replaces the root
+        real = os.path.realpath(lexical) if _inside(lexical, root) else ""
+        if not real or not _inside(real, root):
+            raise ConfigError(
+                f"{where} {quote(text, 80)} is outside the server's data folder: give a path inside it "
+                f"(relative to it)"
             )
-        )
-    last = dotted.rsplit(".", 1)[-1]
-    if (dotted == "model.name" or last in NAME_KEYS) and isinstance(value, str) and _is_path(value):
-        raise ConfigError(
-            f"{dotted} {where} is a path ({quote(value, 80)}): files on the server are not read over "
-            f"HTTP; give a catalog name (GET /v1/models), a Hugging Face id, or the model's dimensions"
-        )
+        return real
 
+    def dataset(self, where: str, value: Any) -> str:
+        """`resolve`, and the file is a regular file under `max_bytes`."""
+        path = self.resolve(where, value)
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            raise ConfigError(f"{where} {quote(value, 80)} does not exist in the server's data folder") from None
+        if size > self.max_bytes:
+            raise ConfigError(
+                f"{where} {quote(value, 80)} is {size:,} bytes; this server reads datasets up to {self.max_bytes:,}"
+            )
+        return path
 
-def _is_path(name: str) -> bool:
-    text = name.strip()
-    if not text or "\x00" in text:
+    def config(self, config: Mapping[str, Any] | None, where: str = "in the config") -> dict[str, Any] | None:
+        """A copy of `config` with every file it names checked (refused, or made absolute inside
+        the allowed folder)."""
+        if config is None:
+            return None
+        return dict(self._node(config, (), where))
+
+    def changes(self, overrides: Mapping[str, Any] | Sequence[str] | None, where: str = "set") -> Any:
+        """The body's `set` (a mapping or KEY=VALUE strings) with its keys checked and every file it
+        names resolved, in the same form (list items rewritten as KEY=<JSON string>)."""
+        if overrides is None:
+            return None
+        if isinstance(overrides, Mapping):
+            out: dict[str, Any] = {}
+            for key, value in overrides.items():
+                parts = _set_key(key, where)
+                out[key] = self._node(value, parts, f"in {where}")
+            return out
+        texts = []
+        for text in overrides:
+            if not isinstance(text, str) or "=" not in text:
+                texts.append(text)  # the override parser's own error
+                continue
+            key, raw = text.split("=", 1)
+            parts = _set_key(key, where)
+            if canonical(parts[-1]) in FILE_KEYS | NAME_KEYS or _dotted(parts) == "model.name":
+                value = parse_value(raw, source=f"{where} {quote(text, 60)}")
+                checked = self._node(value, parts, f"in {where}")
+                if checked != value:
+                    text = f"{key}={json.dumps(checked)}"
+            texts.append(text)
+        return texts
+
+    def vary(self, vary: Mapping[str, Any]) -> None:
+        """ConfigError when a sweep varies a key that names a file (never served)."""
+        for key, values in vary.items():
+            parts = _set_key(key, "vary")
+            if self._names_any(values, parts):
+                raise ConfigError(f"vary {quote(key, 60)}: a sweep over files is not served over HTTP")
+
+    def reads_files(self, config: Mapping[str, Any] | None, overrides: Any, dataset: str | None) -> bool:
+        """Whether a request may make the server read a file (then it is computed off the event
+        loop). Keys are not checked here (`config` and `changes` do that)."""
+        if dataset is not None or self._names_any(config, ()):
+            return True
+        if isinstance(overrides, Mapping):
+            return any(self._names_any(v, tuple(key_parts(str(k)))) for k, v in overrides.items())
+        for text in overrides or ():
+            if isinstance(text, str) and "=" in text:
+                key, raw = text.split("=", 1)
+                if self._names_any(raw.strip().strip("\"'"), key_parts(key)):
+                    return True
         return False
-    if text.startswith(("/", "~", "\\")) or text.lower().endswith(".json") or ":" in text[:3]:
-        return True
-    if ".." in PurePosixPath(text.replace("\\", "/")).parts:
-        return True
-    return local_config_path(text) is not None
+
+    def _names_any(self, node: Any, parts: tuple[str, ...]) -> bool:
+        try:
+            self._node(node, parts, "", detect=True)
+        except _NamesFile:
+            return True
+        return False
+
+    # --- the walk -----------------------------------------------------------------------------
+
+    def _node(self, node: Any, parts: tuple[str, ...], where: str, *, detect: bool = False) -> Any:
+        if isinstance(node, Mapping):
+            return {k: self._node(v, (*parts, str(k)), where, detect=detect) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self._node(v, parts, where, detect=detect) for v in node]
+        shown = f"{'.'.join(str(p).strip() for p in parts)} {where}"
+        if self._names_file(parts, node):
+            if detect:
+                raise _NamesFile
+            return self.dataset(shown, node) if canonical(parts[-1]) != "path" else self.resolve(shown, node)
+        last = canonical(parts[-1]) if parts else ""
+        if (last in NAME_KEYS or _dotted(parts[-2:]) == "model.name") and isinstance(node, str) and self._is_path(node):
+            if detect:
+                raise _NamesFile
+            if self.data_dir is None:
+                raise ConfigError(
+                    f"{shown} is a path ({quote(node, 80)}): files on the server are not read over HTTP; "
+                    f"give a catalog name (GET /v1/models), a Hugging Face id, or the model's dimensions"
+                )
+            return self.resolve(shown, node)
+        return node
+
+    @staticmethod
+    def _names_file(parts: Sequence[str], value: Any) -> bool:
+        return bool(parts) and canonical(parts[-1]) in FILE_KEYS and value is not None and value != ""
+
+    def _is_path(self, name: str) -> bool:
+        text = name.strip()
+        if not text or "\x00" in text:
+            return False
+        if text.startswith(("/", "~", "\\")) or text.lower().endswith(".json") or ":" in text[:3]:
+            return True
+        if ".." in PurePosixPath(text.replace("\\", "/")).parts:
+            return True
+        if self.data_dir is not None and local_config_path(text, self.data_dir) is not None:
+            return True
+        return local_config_path(text) is not None
+
+
+class _NamesFile(Exception):
+    """A value names a file (`FileAccess._names_any`)."""
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)

@@ -12,6 +12,8 @@ from perfmodel.errors import ConfigError
 
 ENV_VAR = "PERFMODEL_SERVE_SETTINGS"
 """Where `perfmodel serve --workers N` hands its settings to each worker process (JSON)."""
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+"""Host names a server answers by default."""
 DEFAULT_MODEL_URI_ALIAS = "models:/perfmodel-throughput@champion"
 """The registered model and alias `perfmodel train` maintains (`perfmodel.tracking`)."""
 
@@ -47,6 +49,17 @@ class ServiceSettings:
     request to the threads, under `request_timeout_s`."""
     cache_bytes: int = 32_000_000
     """Memory for answers already computed (same request, same model), bytes; 0 turns caching off."""
+    data_dir: Path | None = None
+    """The one folder whose files a request may name (`dataset`, `training.dataset`, `model.path`,
+    a model folder), relative to it; None: no file on the server is read for a request."""
+    max_dataset_bytes: int = 256_000_000
+    """Largest dataset file in `data_dir` sized for a request, bytes."""
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    """Host header names answered (DNS rebinding: a page whose name resolves to this server is
+    refused); '*.example.com' matches subdomains, '*' any. `perfmodel serve` adds its --host."""
+    body_timeout_s: float = 10.0
+    """Longest a client may take to send a request body, s; a slower one is answered 408 (a body
+    trickled byte by byte holds nothing longer)."""
 
     def __post_init__(self) -> None:
         if self.model_dir is not None and self.model_uri is not None:
@@ -55,25 +68,36 @@ class ServiceSettings:
             raise ConfigError(
                 f"--model-uri must look like models:/NAME@ALIAS or models:/NAME/VERSION, got {self.model_uri!r}"
             )
-        for name in ("poll_interval_s", "request_timeout_s"):
+        for name in ("poll_interval_s", "request_timeout_s", "body_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("max_body_bytes", "max_sweep_points", "max_compare_configs", "concurrency"):
+        for name in ("max_body_bytes", "max_sweep_points", "max_compare_configs", "concurrency", "max_dataset_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         for name in ("cache_bytes", "inline_max_body_bytes"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if isinstance(self.allowed_hosts, str) or not self.allowed_hosts:
+            raise ConfigError(f"allowed_hosts must be a list of host names, got {self.allowed_hosts!r}")
+        for pattern in self.allowed_hosts:
+            if "*" in pattern[1:] or (pattern.startswith("*") and pattern != "*" and not pattern.startswith("*.")):
+                raise ConfigError(f"--allowed-host {pattern!r}: a wildcard must look like *.example.com (or * for any)")
+        if self.data_dir is not None and not Path(self.data_dir).is_dir():
+            raise ConfigError(f"--data-dir {self.data_dir} is not a folder")
 
     def to_json(self) -> str:
         """The settings as one JSON object (`from_json` reads it back)."""
         data: dict[str, Any] = dataclasses.asdict(self)
-        data["model_dir"] = str(self.model_dir) if self.model_dir is not None else None
+        for name in ("model_dir", "data_dir"):
+            data[name] = str(getattr(self, name)) if getattr(self, name) is not None else None
         return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> ServiceSettings:
         data = json.loads(text)
-        if data.get("model_dir") is not None:
-            data["model_dir"] = Path(data["model_dir"])
+        for name in ("model_dir", "data_dir"):
+            if data.get(name) is not None:
+                data[name] = Path(data[name])
+        if "allowed_hosts" in data:
+            data["allowed_hosts"] = tuple(data["allowed_hosts"])
         return cls(**data)

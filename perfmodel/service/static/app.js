@@ -1,10 +1,14 @@
 // The perfmodel page: builds a request from the form, calls /v1/predict and /v1/sweep, and draws
-// each interval as an inline SVG bar. No libraries, no build step.
+// each interval as an inline SVG bar. No libraries, no build step. Numbers are shown as the API's
+// `display` strings (the CLI's own formats); in YAML mode /v1/config gives the placeholders.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 const SWEEP_BATCHES = [1, 2, 4, 8, 16, 32, 64];
+const RUN_FIELDS = ["gpu", "num_gpus", "precision", "micro_batch_size", "seq_len", "tokens", "rows", "dataset"];
+const CATALOG_DEFAULTS = { gpu: "A100-80GB", num_gpus: "1", precision: "bf16", micro_batch_size: "2", seq_len: "2048", tokens: "1B", rows: "", dataset: "" };
+let readsDatasets = false;
 
 async function getJSON(url, options) {
   const response = await fetch(url, options);
@@ -41,6 +45,7 @@ function buildRequest() {
   if (tokensText !== "" && tokens === null) throw new Error(`training tokens: cannot read ${JSON.stringify(tokensText)} (write e.g. 500M, 2B or 1e9)`);
   const body = {};
   if (mode() === "yaml") {
+    // Only what the user filled in: an empty field keeps the config's value (its placeholder).
     body.config = $("yaml").value;
     const set = {};
     if ($("precision").value) set["training.precision"] = $("precision").value;
@@ -50,6 +55,8 @@ function buildRequest() {
     if ($("gpu").value) body.gpu = $("gpu").value;
     if (intOrNull("num_gpus") !== null) body.num_gpus = intOrNull("num_gpus");
     if (tokens !== null) body.tokens = tokens;
+    if (intOrNull("rows") !== null) body.rows = intOrNull("rows");
+    if ($("dataset").value.trim()) body.dataset = $("dataset").value.trim();
     return body;
   }
   const training = { seq_len: intOrNull("seq_len") || 2048, micro_batch_size: intOrNull("micro_batch_size") || 1 };
@@ -66,18 +73,55 @@ function buildRequest() {
   return body;
 }
 
-// --- formatting -------------------------------------------------------------------------------
+// --- YAML mode: the config's values as placeholders -------------------------------------------
 
-function duration(s) {
-  if (!isFinite(s)) return "-";
-  if (s < 60) return `${s.toFixed(s < 10 ? 2 : 1)} s`;
-  if (s < 3600) return `${Math.round(s / 60)} min`;
-  if (s < 86400 * 2) { const h = Math.floor(s / 3600); return `${h} h ${Math.round((s - h * 3600) / 60)} min`; }
-  return `${(s / 86400).toFixed(1)} days`;
+function setMode(yaml) {
+  $("catalog-fields").hidden = yaml;
+  $("yaml-fields").hidden = !yaml;
+  $("data-fields").hidden = !yaml;
+  for (const id of RUN_FIELDS) {
+    $(id).value = yaml ? "" : CATALOG_DEFAULTS[id];
+    $(id).placeholder = "";
+  }
+  $("gpu").options[0].text = yaml ? "(config's)" : "A100-80GB (default)";
+  $("precision").options[0].text = "(config's)";
+  $("dataset").disabled = !readsDatasets;
+  $("dataset").placeholder = readsDatasets ? "a file in the server's data folder" : "(this server reads no files: give rows)";
+  if (yaml) readConfig();
 }
+
+let configTimer = null;
+let configAsked = 0;
+
+async function readConfig() {
+  const text = $("yaml").value;
+  const asked = ++configAsked;
+  const note = $("config-note");
+  if (!text.trim()) { note.hidden = true; return; }
+  try {
+    const info = await getJSON("/v1/config", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ config: text }) });
+    if (asked !== configAsked || mode() !== "yaml") return;  // a newer text, or the mode changed
+    const shown = info.shown;
+    for (const id of ["num_gpus", "micro_batch_size", "seq_len", "tokens", "rows"]) {
+      $(id).placeholder = shown[id] === null || shown[id] === undefined ? (id === "rows" && info.dialect === "ludwig" ? "required (or tokens)" : "") : String(shown[id]);
+    }
+    $("gpu").options[0].text = shown.gpu ? `(config's: ${shown.gpu})` : "(config's)";
+    $("precision").options[0].text = shown.precision ? `(config's: ${shown.precision})` : "(config's)";
+    $("data-fields").dataset.dialect = info.dialect;
+    note.textContent = `${info.dialect === "ludwig" ? "Ludwig" : "native"} config` + (info.error ? `: ${info.error}` : "");
+    note.hidden = false;
+    document.body.dataset.configRead = String(asked);
+  } catch (error) {
+    if (asked !== configAsked) return;
+    note.textContent = error.message;
+    note.hidden = false;
+    document.body.dataset.configRead = String(asked);
+  }
+}
+
+// --- formatting: the API's display strings are the CLI's; these only label axes ---------------
+
 const number = (x, digits = 3) => (!isFinite(x) ? "-" : Number(x.toPrecision(digits)).toLocaleString("en-US"));
-const usd = (x) => (x >= 100 ? `$${Math.round(x).toLocaleString("en-US")}` : `$${x.toFixed(2)}`);
-const gb = (x) => `${x.toFixed(1)} GB`;
 
 // --- drawing ----------------------------------------------------------------------------------
 
@@ -88,7 +132,7 @@ function el(name, attrs, parent) {
   return node;
 }
 
-function intervalBar(iv, fmt, limit) {
+function intervalBar(iv, limitLabel, limit) {
   const width = 280, height = 34, left = 4, right = width - 4;
   const top = Math.max(iv.high, limit || 0) * 1.08 || 1;
   const x = (v) => left + (right - left) * (v / top);
@@ -98,13 +142,13 @@ function intervalBar(iv, fmt, limit) {
   el("rect", { class: "tick", x: x(iv.estimate) - 1.5, y: 4, width: 3, height: 20, fill: "var(--tick)" }, svg);
   if (limit) {
     el("line", { class: "limit", x1: x(limit), x2: x(limit), y1: 2, y2: 26, stroke: "var(--bad)", "stroke-dasharray": "3 2" }, svg);
-    el("text", { x: right, y: 33, "text-anchor": "end" }, svg).textContent = `capacity ${fmt(limit)}`;
+    el("text", { x: right, y: 33, "text-anchor": "end" }, svg).textContent = `capacity ${limitLabel}`;
   }
   el("text", { x: left, y: 33 }, svg).textContent = "0";
   return svg;
 }
 
-function card(key, title, iv, fmt, options = {}) {
+function card(key, title, iv, shown, options = {}) {
   const div = document.createElement("div");
   div.className = "card" + (options.bad ? " bad" : "");
   div.dataset.metric = key;
@@ -113,31 +157,66 @@ function card(key, title, iv, fmt, options = {}) {
   div.dataset.high = String(iv.high);
   div.innerHTML = `<h3></h3><div class="value"></div><div class="range"></div>`;
   div.querySelector("h3").textContent = title;
-  div.querySelector(".value").textContent = fmt(iv.estimate) + (options.suffix || "");
-  div.querySelector(".range").textContent = `${fmt(iv.low)} – ${fmt(iv.high)}`;
-  div.appendChild(intervalBar(iv, fmt, options.limit));
+  div.querySelector(".value").textContent = shown.value + (options.suffix || "");
+  div.querySelector(".range").textContent = shown.range;
+  div.appendChild(intervalBar(iv, options.limitLabel, options.limit));
   return div;
 }
 
+function clearResults() {
+  $("error").hidden = true;
+  $("error").textContent = "";
+  for (const id of ["facts", "cards", "warnings", "fit-suggestions", "sweep"]) $(id).textContent = "";
+  $("fit").hidden = true;
+  $("sweep-title").hidden = true;
+}
+
+function fact(key, label, value, range) {
+  const dt = document.createElement("dt");
+  dt.textContent = label;
+  const dd = document.createElement("dd");
+  dd.dataset.key = key;
+  dd.textContent = range ? `${value} (${range})` : value;
+  $("facts").append(dt, dd);
+}
+
 function renderPrediction(p) {
+  const d = p.display;
   const cards = $("cards");
-  cards.textContent = "";
   const level = Math.round(p.confidence_level * 100);
-  cards.appendChild(card("total_time_s", `Total time (${level}% interval)`, p.total_time_s, duration));
-  cards.appendChild(card("gpu_hours", "GPU-hours", p.gpu_hours, (x) => number(x)));
-  if (p.cost_usd) cards.appendChild(card("cost_usd", "Cost (USD)", p.cost_usd, usd));
-  cards.appendChild(card("peak_memory_gb", "Peak memory per GPU", p.peak_memory_gb, gb, {
-    limit: p.memory_capacity_gb || null, bad: !p.fits_in_memory, suffix: p.fits_in_memory ? " (fits)" : " (does not fit)",
+  if (d.steps) fact("steps", "Steps", d.steps);
+  if (d.step_time) fact("step_time", "Step time", d.step_time, d.step_time_range);
+  if (d.mfu) fact("mfu", "MFU", d.mfu, d.mfu_range);
+  if (d.bottleneck) fact("bottleneck", "Bottleneck", d.bottleneck);
+  if (d.memory_verdict) fact("memory_verdict", "Memory", d.memory_verdict);
+  cards.appendChild(card("total_time_s", `Total time (${level}% interval)`, p.total_time_s, { value: d.total_time, range: d.total_time_range }));
+  cards.appendChild(card("gpu_hours", "GPU-hours", p.gpu_hours, { value: d.gpu_hours, range: d.gpu_hours_range }));
+  if (p.cost_usd) cards.appendChild(card("cost_usd", "Cost (USD)", p.cost_usd, { value: d.cost, range: d.cost_range }));
+  cards.appendChild(card("peak_memory_gb", "Peak memory per GPU", p.peak_memory_gb, { value: d.peak_memory, range: d.peak_memory_range }, {
+    limit: p.memory_capacity_gb || null, limitLabel: p.memory_capacity_gb ? `${p.memory_capacity_gb} GB` : "",
+    bad: !p.fits_in_memory, suffix: p.fits_in_memory ? " (fits)" : " (does not fit)",
   }));
   const rate = p.throughput_tokens_per_s || p.throughput_samples_per_s;
-  cards.appendChild(card("throughput", p.throughput_tokens_per_s ? "Throughput (tokens/s)" : "Throughput (samples/s)", rate, (x) => number(x)));
+  cards.appendChild(card("throughput", p.throughput_tokens_per_s ? "Throughput (tokens/s)" : "Throughput (samples/s)", rate, { value: d.throughput, range: d.throughput_range }));
   const warnings = $("warnings");
-  warnings.textContent = "";
   for (const w of p.warnings || []) {
     const li = document.createElement("li");
     li.textContent = w;
     warnings.appendChild(li);
   }
+  const list = $("fit-suggestions");
+  for (const s of d.fit_suggestions || []) {
+    const li = document.createElement("li");
+    li.className = "fit-suggestion";
+    const summary = document.createElement("div");
+    summary.textContent = s.summary + (s.total_time ? ` — total ${s.total_time} (${s.total_time_range})` : "") + (s.peak_memory ? `, peak ${s.peak_memory}` : "");
+    const keys = document.createElement("code");
+    keys.className = "config-keys";
+    keys.textContent = s.set;
+    li.append(summary, keys);
+    list.appendChild(li);
+  }
+  $("fit").hidden = !(d.fit_suggestions || []).length;
 }
 
 function renderSweep(points) {
@@ -201,25 +280,35 @@ async function sweepPoints(body) {
   });
 }
 
+let runs = 0;
+
 async function run(event) {
   if (event) event.preventDefault();
   const results = $("results");
+  const current = ++runs;
   results.dataset.state = "running";
   $("go").disabled = true;
-  $("error").hidden = true;
+  clearResults();  // a new answer or error replaces the old one
   try {
     const body = buildRequest();
     const prediction = await getJSON("/v1/predict", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    if (current !== runs) return;
     renderPrediction(prediction);
     results.dataset.state = "predicted";
-    renderSweep(await sweepPoints(body));
+    const points = await sweepPoints(body);
+    if (current !== runs) return;
+    renderSweep(points);
     results.dataset.state = "done";
+    results.dataset.finished = String(current);
   } catch (error) {
+    if (current !== runs) return;
+    clearResults();
     $("error").textContent = error.message;
     $("error").hidden = false;
     results.dataset.state = "error";
+    results.dataset.finished = String(current);
   } finally {
-    $("go").disabled = false;
+    if (current === runs) $("go").disabled = false;
   }
 }
 
@@ -230,17 +319,14 @@ function fill(select, items, chosen, blank) {
 }
 
 async function start() {
-  document.querySelectorAll("input[name=mode]").forEach((radio) => radio.addEventListener("change", () => {
-    const yaml = mode() === "yaml";
-    $("catalog-fields").hidden = yaml;
-    $("yaml-fields").hidden = !yaml;
-    $("gpu").options[0].text = yaml ? "(config's)" : "A100-80GB (default)";
-  }));
+  document.querySelectorAll("input[name=mode]").forEach((radio) => radio.addEventListener("change", () => setMode(mode() === "yaml")));
+  $("yaml").addEventListener("input", () => { clearTimeout(configTimer); configTimer = setTimeout(readConfig, 300); });
   $("form").addEventListener("submit", run);
   try {
     const [gpus, models, model] = await Promise.all([getJSON("/v1/gpus"), getJSON("/v1/models"), getJSON("/v1/model")]);
     fill($("gpu"), gpus.map((g) => ({ value: g.name, label: `${g.name} (${g.memory_gb} GB)` })), "A100-80GB", "A100-80GB (default)");
     fill($("model"), models.map((m) => ({ value: m.name, label: `${m.name} (${number(m.params_total / 1e9, 3)} B)` })), "llama2-7b");
+    readsDatasets = Boolean(model.reads_datasets);
     const m = model.model;
     $("model-info").textContent = m.kind === "learned"
       ? `learned model version ${m.version}, ${m.trained_rows.toLocaleString("en-US")} training rows (${m.source})`
