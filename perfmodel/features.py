@@ -192,6 +192,7 @@ def feature_vector(
 
 def feature_frame(items: Iterable[tuple[Workload, AnalyticEstimate, bool]]) -> Any:
     """A DataFrame of feature vectors (categoricals as pandas categories with fixed levels)."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     rows = [feature_vector(w, e, includes_optimizer_step=opt) for w, e, opt in items]
@@ -241,6 +242,7 @@ def feature_matrix(
     as floats (None -> NaN), categorical ones as `category_code` with `levels[name]` (default
     `CATEGORY_LEVELS`; a LightGBM booster's own `pandas_categorical` where it differs). This is
     the array LightGBM builds from a `feature_frame` itself, without pandas."""
+    # numpy: kept out of import time (the CLI's cold start)
     import numpy as np
 
     levels = levels or {}
@@ -255,6 +257,7 @@ def feature_matrix(
 
 
 def categorize(frame: Any) -> Any:
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     for name, levels in CATEGORY_LEVELS.items():
@@ -277,6 +280,7 @@ def rows_to_training_data(
     step plans of a table are kept for the process (`_candidates`): refitting the kernel model
     in an evaluation fold only prices them again.
     """
+    # numpy, pandas: kept out of import time (the CLI's cold start); training only
     import numpy as np
     import pandas as pd
 
@@ -306,6 +310,7 @@ _CANDIDATES: dict[Any, tuple[list[Any], dict[str, int]]] = {}
 def _candidates(table: Any) -> tuple[list[Any], dict[str, int]]:
     """(index, row, workload, step plan) of every row of `table` whose kernels can be planned, and
     the rows skipped by reason; cached per table content (row ids and step times)."""
+    # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
     key = None

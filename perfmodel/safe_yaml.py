@@ -56,6 +56,7 @@ def load_yaml_text(text: str, *, source: str, decimal_numbers: bool = False) -> 
     """The document of a YAML string (None when empty); `source` names it in errors. With
     `decimal_numbers` (command-line values), a number written in another base or with a leading
     zero is refused instead of read the YAML 1.1 way (`017` is 15, `0x100` 256, `1:30` 90)."""
+    # PyYAML: only when YAML is read
     import yaml
 
     loader = _loader_class()(text, source)
@@ -90,6 +91,7 @@ def _loader_class() -> Any:
     global _LOADER
     if _LOADER is not None:
         return _LOADER
+    # PyYAML: only when YAML is read
     import yaml
 
     class BoundedLoader(yaml.SafeLoader):
@@ -122,6 +124,7 @@ def _loader_class() -> Any:
 def _check_tree(root: Any, source: str, aliases: int) -> None:
     """Refuse duplicate keys (every mapping, once) and, when the document has aliases, an
     expansion that is cyclic, too large or too deep."""
+    # PyYAML: only when YAML is read
     import yaml
 
     seen: set[int] = set()
@@ -160,6 +163,7 @@ _DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
 def _check_decimal(root: Any, source: str) -> None:
     """ConfigError for a plain scalar YAML 1.1 reads as a number that is not written in decimal:
     a leading zero (octal), 0x / 0b / 0o, or base 60 (`1:30`)."""
+    # PyYAML: only when YAML is read
     import yaml
 
     stack = [root]
@@ -190,6 +194,7 @@ def _base(value: str) -> int:
 
 def _check_expansion(root: Any, source: str) -> None:
     """Size and height of the document with every alias followed, computed once per node."""
+    # PyYAML: only when YAML is read
     import yaml
 
     size: dict[int, int] = {}

@@ -8,6 +8,7 @@ dataclasses; range checks raise `ConfigError` naming the dotted field.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 from dataclasses import dataclass, field
@@ -119,8 +120,6 @@ def choice_problem(path: str, value: Any, allowed: tuple[Any, ...]) -> str | Non
     """Why `value` is not one of `allowed` (with close matches), or None."""
     if value in allowed:
         return None
-    import difflib
-
     close = difflib.get_close_matches(str(value).lower(), [str(a) for a in allowed], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return f"{path} must be one of {', '.join(str(a) for a in allowed)}; got {quote(value)}{hint}"

@@ -206,20 +206,15 @@ PENDING = frozenset(
     # other work is changing these files right now (issues 21, 24, 27, 28): their function-level
     # imports get their reasons (or move up) once that work has merged; remove entries then
     (
-        "perfmodel/analytic/__init__.py", "perfmodel/analytic/conventions.py", "perfmodel/analytic/gbm.py",
-        "perfmodel/analytic/roofline.py", "perfmodel/analytic/step.py", "perfmodel/features.py",
-        "perfmodel/learn/conformal.py", "perfmodel/learn/data.py", "perfmodel/learn/evaluate.py",
-        "perfmodel/learn/fit.py", "perfmodel/learn/interval_policy.py", "perfmodel/learn/metrics.py",
-        "perfmodel/learn/plots.py", "perfmodel/learn/regimes.py", "perfmodel/learn/regressor.py",
-        "perfmodel/learn/run_record.py", "perfmodel/learn/shipped.py", "perfmodel/learn/spread.py",
-        "perfmodel/learn/train.py", "perfmodel/tracking.py",
+        "perfmodel/analytic/step.py",
+        "perfmodel/learn/conformal.py",
+        "perfmodel/tracking.py",
         "perfmodel/config/ludwig.py", "perfmodel/config/ludwig_defaults.py", "perfmodel/config/ludwig_ecd.py",
         "perfmodel/config/ludwig_features.py", "perfmodel/config/ludwig_schema.py",
         "perfmodel/config/ludwig_trainer.py", "perfmodel/monitor/eta.py",
-        "perfmodel/config/docs.py", "perfmodel/config/hf_args.py", "perfmodel/recipes.py", "perfmodel/workload.py",
         "collectors/fleet/__init__.py", "collectors/fleet/cluster.py", "collectors/fleet/driver.py",
-        "collectors/fleet/plan.py", "perfmodel/cli/commands_collect.py", "perfmodel/config/build.py",
-        "perfmodel/config/overrides.py", "perfmodel/safe_yaml.py", "perfmodel/decide/search.py",
+        "collectors/fleet/plan.py", "perfmodel/cli/commands_collect.py",
+        "perfmodel/config/overrides.py", "perfmodel/decide/search.py",
         "perfmodel/ingest.py", "perfmodel/monitor/core.py", "perfmodel/monitor/hf.py",
         "perfmodel/monitor/readers.py", "perfmodel/monitor/watch.py",
     )

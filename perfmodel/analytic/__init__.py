@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfmodel.analytic.memory import MemoryBreakdown
-from perfmodel.analytic.roofline import AnalyticEstimate
+from perfmodel.analytic.gbm import estimate_gbm, host_memory
+from perfmodel.analytic.memory import MemoryBreakdown, estimate_memory
+from perfmodel.analytic.roofline import AnalyticEstimate, estimate_neural
+from perfmodel.analytic.step import plan_step, price_many
 from perfmodel.workload import Workload
 
 __all__ = ["AnalyticEstimate", "estimate", "estimate_many", "peak_memory"]
@@ -21,11 +23,7 @@ def estimate(w: Workload, efficiency: Any = None) -> AnalyticEstimate:
     `efficiency`: kernel efficiency parameters (perfmodel.kernels.efficiency; None: the shipped
     ones), e.g. refitted without an accelerator's kernel data in an evaluation fold."""
     if w.model.arch == "gbm":
-        from perfmodel.analytic.gbm import estimate_gbm
-
         return estimate_gbm(w)
-    from perfmodel.analytic.roofline import estimate_neural
-
     return estimate_neural(w, efficiency)
 
 
@@ -35,9 +33,6 @@ def estimate_many(
     """`estimate` of many workloads, their kernels priced in one vectorised pass per accelerator
     (the same numbers as `estimate` one by one; building the training data uses it). `plans`: their
     step plans when already made (None for boosted trees)."""
-    from perfmodel.analytic.roofline import estimate_neural
-    from perfmodel.analytic.step import plan_step, price_many
-
     neural = [i for i, w in enumerate(workloads) if w.model.arch != "gbm"]
     plans = [plans[i] if plans is not None and plans[i] is not None else plan_step(workloads[i]) for i in neural]
     priced = price_many([(workloads[i], p) for i, p in zip(neural, plans, strict=True)], efficiency)
@@ -54,9 +49,5 @@ def peak_memory(w: Workload) -> MemoryBreakdown:
     """The workload's peak memory per device alone: `estimate(w).memory` without the time terms
     (what a search over micro-batches or GPU counts asks many times)."""
     if w.model.arch == "gbm":
-        from perfmodel.analytic.gbm import host_memory
-
         return host_memory(w)
-    from perfmodel.analytic.memory import estimate_memory
-
     return estimate_memory(w)

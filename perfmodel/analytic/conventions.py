@@ -34,6 +34,8 @@ with full recomputation only the layer input, 2 * s * b * d bytes, plus one laye
 
 from __future__ import annotations
 
+import math
+
 ATTENTION_FLOPS_COEFF = 12
 """12 * L * d * s training FLOPs per token for attention (non-causal, PaLM appendix B)."""
 
@@ -317,8 +319,6 @@ def gbm_visits_per_round(num_leaves: float = GBM_NUM_LEAVES) -> float:
     """Histogram visits of each cell in one round: leaf-wise growth builds the smaller child's
     histogram at each split and subtracts for the larger (LightGBM's histogram subtraction), so
     each level of the tree visits at most half the rows: ~log2(leaves) / 2 visits per cell."""
-    import math
-
     return max(1.0, math.log2(max(num_leaves, 2.0)) / 2.0)
 
 GBM_SECONDS_PER_CELL_VISIT = 6.5e-9

@@ -16,6 +16,7 @@ from typing import Any
 
 from perfmodel.catalog import get_gpu, gpu_resolution_note
 from perfmodel.catalog.frameworks import DEFAULT_FRAMEWORK, get_recipe
+from perfmodel.config.dataset_size import measure_dataset
 from perfmodel.config.native import DataFlags, Draft, check_key, combine_problems, resolve_model, validate
 from perfmodel.errors import ConfigError, PerfModelError
 from perfmodel.recipes import FrameworkRecipe
@@ -86,8 +87,6 @@ def _precision(pick: _Picker, gpu: GPUSpec, assumptions: list[str]) -> str:
 def _amount(pick: _Picker, cfg: dict[str, Any], draft: Draft, data: DataFlags, model: ModelSpec,
             base_dir: Path | None, seq_len: int | None, assumptions: list[str]) -> dict[str, Any]:
     """training.tokens / samples (+ epochs) / steps, with --tokens/--rows/--dataset replacing the file's."""
-    from perfmodel.config.dataset_size import measure_dataset
-
     t = cfg["training"]
     in_file = [k for k in ("tokens", "samples", "steps") if k in t]
     out: dict[str, Any] = {}
@@ -204,8 +203,6 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
                 raise ConfigError("--tokens does not apply to a gbm model: pass --rows N or --dataset FILE")
             if data.rows is None and data.dataset is None:
                 raise ConfigError(draft.missing_amount)
-            from perfmodel.config.dataset_size import measure_dataset
-
             rows = data.rows if data.rows is not None else measure_dataset(data.dataset).rows  # type: ignore[arg-type]
         kw["gbm_rows"] = int(rows)
         kw["precision"] = "fp32"

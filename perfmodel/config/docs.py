@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import sys
 from typing import Any
 
 from perfmodel import safe_yaml
@@ -205,8 +206,6 @@ def render() -> str:
 
 
 def main() -> None:
-    import sys
-
     sys.stdout.write(render())
 
 

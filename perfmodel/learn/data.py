@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from perfmodel.errors import DataError
+from perfmodel.features import rows_to_training_data
+from perfmodel.paths import features_path as default_features_path
 
 MIN_TRAINING_ROWS = 20
 
@@ -68,11 +72,6 @@ def _kernel_table() -> Any:
 
 def load_training_data(features_path: str | Path | None = None) -> TrainingData:
     """Read the feature table (default: `perfmodel.paths.features_path()`) and build (X, y)."""
-    import pandas as pd
-
-    from perfmodel.features import rows_to_training_data
-    from perfmodel.paths import features_path as default_features_path
-
     path = Path(features_path) if features_path is not None else default_features_path()
     if not path.is_file():
         raise DataError(

@@ -19,12 +19,23 @@ Rendering: Markdown in `perfmodel.learn.report`, Rich tables in `perfmodel.cli.r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
+from perfmodel.catalog import get_gpu
+from perfmodel.catalog.frameworks import find_recipe
 from perfmodel.errors import ConfigError, DataError
+from perfmodel.features import rows_to_training_data
+from perfmodel.kernels.fitting import fit_efficiency_table
 from perfmodel.learn.conformal import CALIBRATION_LEVELS
+from perfmodel.learn.data import load_training_data
 from perfmodel.learn.fit import (
     CALIBRATION_COLUMN,
     FAMILY_COLUMN,
@@ -43,7 +54,9 @@ from perfmodel.learn.metrics import (
     regime_table,
     summarize,
 )
+from perfmodel.learn.regimes import regime_frame
 from perfmodel.learn.regressor import LGBMConfig
+from perfmodel.schema import COLUMN_NAMES
 
 Progress = Callable[[str], None]
 
@@ -113,15 +126,11 @@ def _tabulate(predictions: Any, skipped: dict[str, str]) -> Evaluation:
 
 def single_node_mask(X: Any) -> Any:
     """Rows of jobs on one GPU or one node (the users' regime)."""
-    import numpy as np
-
     return np.asarray(X["num_nodes"].astype(float) <= 1, dtype=bool)
 
 
 def eager_single_gpu_mask(X: Any) -> Any:
     """Rows of eager jobs on one GPU (no fused kernels, not compiled): where most users are."""
-    import numpy as np
-
     return np.asarray(
         (X["num_gpus"].astype(float) <= 1)
         & (X["recipe_fused_kinds"].astype(float) == 0)
@@ -132,10 +141,6 @@ def eager_single_gpu_mask(X: Any) -> Any:
 
 def framework_groups(kept: Any) -> Any:
     """Each row's training stack as its recipe key (aliases folded: composer-fsdp -> composer)."""
-    import numpy as np
-
-    from perfmodel.catalog.frameworks import find_recipe
-
     names = []
     for value in kept["framework"]:
         recipe = find_recipe(str(value))
@@ -149,9 +154,6 @@ MIN_FRAMEWORK_RUNS = 5
 
 def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list[tuple[Any, Any, str]]:
     """(train_idx, test_idx, label) for each outer fold of `split`."""
-    import numpy as np
-    from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
-
     n = len(kept)
     if split == "random":
         runs = np.asarray(run_groups(kept))
@@ -213,12 +215,6 @@ def without_accelerator(kept: Any, gpu: str, kernel_table: Any) -> tuple[Any, An
     """(X, y) of every row of `kept` with the kernel efficiency refitted without `gpu`'s kernel rows
     and with `gpu`'s measured matmul ceilings taken out of its spec (they are kernel data too): what
     the model knows of an accelerator it has never seen is its datasheet."""
-    import dataclasses
-
-    from perfmodel.catalog import get_gpu
-    from perfmodel.features import rows_to_training_data
-    from perfmodel.kernels.fitting import fit_efficiency_table
-
     params = fit_efficiency_table(kernel_table, exclude_gpus=(gpu,)).params
     stripped = {gpu: dataclasses.replace(get_gpu(gpu), measured={})} if gpu != "cpu" else {}
     X, y, again, _ = rows_to_training_data(kept, efficiency=params, gpus=stripped)
@@ -229,8 +225,6 @@ def without_accelerator(kept: Any, gpu: str, kernel_table: Any) -> tuple[Any, An
 
 def _needs_refit(gpu: str, kernel_table: Any) -> bool:
     """True when `gpu` has kernel rows or measured ceilings that an unseen accelerator must not have."""
-    from perfmodel.catalog import get_gpu
-
     if kernel_table is None or gpu == "cpu":
         return False
     in_table = bool((kernel_table["gpu"].astype(str) == gpu).any())
@@ -243,9 +237,6 @@ def predict_fold(
 ) -> Any:
     """Fit everything on the training rows; predictions, half-widths and warnings on the test rows.
     `refit_gpu`: first refit the kernel model without that accelerator (`without_accelerator`)."""
-    import numpy as np
-    import pandas as pd
-
     if refit_gpu is not None:
         X, y = without_accelerator(kept, refit_gpu, kernel_table)
     X_tr, y_tr, kept_tr = X.iloc[train_idx], y[train_idx], kept.iloc[train_idx]
@@ -283,7 +274,6 @@ def predict_fold(
             "bound_s": np.power(10.0, X_te["log_bound_s"].astype(float).to_numpy()),
         }
     )
-    from perfmodel.learn.regimes import regime_frame
 
     regimes = regime_frame(X_te).reset_index(drop=True)
     for column in regimes.columns:
@@ -302,9 +292,6 @@ def run_splits(
     concurrent LightGBM fits in threads of one process are not safe (they crashed the
     interpreter here; LightGBM's docs warn against simultaneous jobs in one process).
     Folds of `unseen_gpu` refit the kernel model without their accelerator (`kernel_table`)."""
-    import pandas as pd
-    from joblib import Parallel, delayed
-
     tasks, skipped = [], {}
     for split in splits:
         try:
@@ -345,9 +332,6 @@ def evaluate_all(
     kernel_table: Any = None,
 ) -> Evaluation:
     """Run every split of the protocol and tabulate the results."""
-    import numpy as np
-    import pandas as pd
-
     config = config or EvalConfig()
     y = np.asarray(y, dtype=float)
     parts, skipped = run_splits(config.splits, X, y, kept, config, progress, kernel_table)
@@ -360,10 +344,6 @@ def evaluate_holdout(
     X: Any, y: Any, kept: Any, key: str, value: str, config: EvalConfig | None = None
 ) -> Evaluation:
     """Train without the rows where `kept[key] == value`; report errors on those rows only."""
-    import numpy as np
-
-    from perfmodel.schema import COLUMN_NAMES
-
     config = config or EvalConfig()
     if key not in COLUMN_NAMES:
         raise ConfigError(
@@ -392,8 +372,6 @@ def evaluate_features(
     progress: Progress | None = None,
 ) -> Evaluation:
     """Read the feature table and run the protocol (or one holdout: (column, value))."""
-    from perfmodel.learn.data import load_training_data
-
     data = load_training_data(features_path)
     if progress:
         progress(f"{len(data.y)} trainable rows of {len(data.table)} ({data.kept['gpu'].nunique()} GPUs)")

@@ -9,11 +9,22 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from perfmodel.learn.conformal import CALIBRATION_LEVELS, GroupedCalibration, calibrate_grouped
+import numpy as np
+
+from perfmodel.catalog import get_gpu
+from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES, NUMERIC_FEATURES
+from perfmodel.learn.conformal import (
+    CALIBRATION_LEVELS,
+    GroupedCalibration,
+    calibrate_grouped,
+    mondrian_runs,
+    mondrian_scores,
+)
 from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
 from perfmodel.learn.metadata import Conformal, ModelMetadata, MondrianCells, Residuals, TrainingDomain
 from perfmodel.learn.model_files import METADATA_FORMAT
-from perfmodel.learn.regressor import LGBMConfig, evidence_of
+from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
+from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor, evidence_of
 from perfmodel.learn.shipped import LearnedModel
 
 GROUP_COLUMN = "gpu"
@@ -29,8 +40,6 @@ FAMILY_COLUMN = "model_family"
 def run_weights(kept: Any) -> Any:
     """One vote per measured run: the feature table's sample_weight (1/k for the k rows of a run),
     1 where it is missing."""
-    import numpy as np
-
     if "sample_weight" not in kept:
         return np.ones(len(kept))
     w = np.asarray(kept["sample_weight"].astype(float), dtype=float)
@@ -48,8 +57,6 @@ def run_groups(kept: Any) -> list[str]:
 
 def hardware_of(gpus: Any) -> tuple[list[str], list[str]]:
     """(vendors, generations) of each catalog key in `gpus`."""
-    from perfmodel.catalog import get_gpu
-
     cache: dict[str, tuple[str, str]] = {}
     vendors, generations = [], []
     for name in gpus:
@@ -77,8 +84,6 @@ def queries_for_rows(X: Any, gpus: Any, families: Any) -> list[Query]:
 
 def training_domain(X: Any, kept: Any) -> TrainingDomain:
     """What the model has seen: numeric ranges, categorical levels, accelerators."""
-    from perfmodel.features import NUMERIC_FEATURES
-
     gpus = [str(g) for g in kept[GROUP_COLUMN]]
     vendors, generations = hardware_of(gpus)
     ranges = {}
@@ -110,9 +115,6 @@ def _residuals(calibration: GroupedCalibration, groups: str) -> Residuals:
 
 
 def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> MondrianCells:
-    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
-    from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
-
     regimes = [regime_of(row) for row in X.to_dict("records")]
     groups = run_groups(kept)
     scored = [r for r, s in zip(regimes, calibration.row_scores, strict=True) if s == s]  # NaN: not scored
@@ -137,8 +139,6 @@ def build_metadata(
     family_calibration: GroupedCalibration | None = None,
 ) -> ModelMetadata:
     """Everything `LearnedModel` and `model_files` need beside the trees (format stamped on save)."""
-    from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES
-
     return ModelMetadata(
         format=METADATA_FORMAT,
         version="unregistered",
@@ -175,8 +175,6 @@ def build_metadata(
 def _calibrations(
     X: Any, y: Any, kept: Any, *, config: LGBMConfig, max_splits: int, family_calibration: bool
 ) -> tuple[GroupedCalibration, GroupedCalibration | None]:
-    import numpy as np
-
     weights = run_weights(kept)
     groups = np.asarray([str(g) for g in kept[CALIBRATION_COLUMN]])
     calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits, sample_weight=weights)
@@ -199,8 +197,6 @@ def fit_learned_model(
     """Fit the point predictor on every row and calibrate it on grouped out-of-fold residuals:
     holding out sources (per regime), and (when `family_calibration` and there are >= 2 families)
     holding out model families. Returns the model and the hardware calibration."""
-    from perfmodel.learn.regressor import LGBMRatioRegressor
-
     regressor = LGBMRatioRegressor(config).fit(X, y, sample_weight=run_weights(kept))
     booster = regressor.booster_
     calibration, family_cal = _calibrations(

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pandas as pd
+from sklearn.metrics import mean_absolute_percentage_error
+
 from perfmodel.learn.conformal import CALIBRATION_LEVELS
+from perfmodel.learn.regimes import LEVELS
 
 SPLITS: dict[str, str] = {
     "loso": "leave-one-source-out (1 GPU / 1 node)",
@@ -69,16 +74,12 @@ def pct(level: float) -> str:
 
 def ape_pct(y: Any, pred: Any) -> Any:
     """Absolute percentage error of throughput, in percent."""
-    import numpy as np
-
     return np.abs(np.exp(np.asarray(y) - np.asarray(pred)) - 1.0) * 100.0
 
 
 def weighted_quantile(values: Any, q: float, weights: Any = None) -> float:
     """The q-quantile of `values` under `weights` (numpy's inverted-CDF rule: the smallest value
     whose cumulative weight reaches q of the total); unweighted when `weights` is None."""
-    import numpy as np
-
     values = np.asarray(values, dtype=float)
     if weights is None:
         weights = np.ones_like(values)
@@ -87,9 +88,6 @@ def weighted_quantile(values: Any, q: float, weights: Any = None) -> float:
 
 def error_metrics(y: Any, pred: Any, weights: Any = None) -> dict[str, float]:
     """Median, p90 and mean APE of throughput (percent), weighted (one vote per run)."""
-    import numpy as np
-    from sklearn.metrics import mean_absolute_percentage_error
-
     y = np.asarray(y, dtype=float)
     pred = np.broadcast_to(np.asarray(pred, dtype=float), y.shape)
     w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
@@ -106,8 +104,6 @@ def error_metrics(y: Any, pred: Any, weights: Any = None) -> dict[str, float]:
 def interval_metrics(y: Any, pred: Any, half: Any, weights: Any = None) -> dict[str, float]:
     """Coverage of [pred - half, pred + half] and the median relative width of the throughput
     interval, (exp(h) - exp(-h)) relative to the predicted throughput, both in percent, weighted."""
-    import numpy as np
-
     y, pred, half = (np.asarray(a, dtype=float) for a in (y, pred, half))
     w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
     return {
@@ -123,9 +119,6 @@ def _w(part: Any) -> Any:
 
 def summarize(predictions: Any) -> Any:
     """One row per (split, method): rows, folds, errors; coverage and width for the model."""
-    import numpy as np
-    import pandas as pd
-
     rows = []
     for split, part in predictions.groupby("split", sort=False):
         for method in METHODS:
@@ -154,8 +147,6 @@ def summarize(predictions: Any) -> Any:
 
 def breakdown(predictions: Any, by: tuple[str, ...] = ("gpu", "source")) -> Any:
     """Per split and per value of each `by` column: rows, median APE of each method, coverage."""
-    import pandas as pd
-
     rows = []
     for split, part in predictions.groupby("split", sort=False):
         for column in by:
@@ -176,10 +167,6 @@ def regime_table(predictions: Any, splits: tuple[str, ...] = ("loso", "unseen_gp
     """Per split and regime (scale x method x precision x parameters): rows, runs, the model's and
     the constant-efficiency baseline's median APE, 90% coverage and width; sorted by split, then
     by runs (largest first)."""
-    import pandas as pd
-
-    from perfmodel.learn.regimes import LEVELS
-
     rows = []
     for split, part in predictions.groupby("split", sort=False):
         if split not in splits or "regime" not in part:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from perfmodel.learn.conformal import CALIBRATION_LEVELS
 from perfmodel.learn.metrics import HEADLINE_SPLIT, SPLITS
 
 
 def _plt() -> Any:
+    # matplotlib: only plots need it; the Agg backend is chosen when one is drawn, not on import
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     return plt
 
@@ -29,8 +33,6 @@ PALETTE = (
 def colour_of(name: str) -> str:
     """The one colour `name` gets in every plot of every run (a hash of the name, not its rank among
     the groups present), so plots of two runs side by side in MLflow compare group by group."""
-    import hashlib
-
     return PALETTE[int(hashlib.sha256(str(name).encode()).hexdigest()[:8], 16) % len(PALETTE)]
 
 
@@ -40,8 +42,6 @@ def plot_predicted_vs_measured(
     """Predicted vs measured step time in seconds (log-log), one colour per held-out group (the
     source when sources are held out, else the GPU; `colour_by` overrides), each group in the same
     colour in every run (`colour_of`)."""
-    import numpy as np
-
     plt = _plt()
     part = predictions[predictions["split"] == split]
     key = colour_by or ("source" if split == "loso" and "source" in part else "gpu")

@@ -19,8 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from perfmodel.features import FEATURE_NAMES, categorize
 from perfmodel.learn.devices import MIN_ROWS_PER_DEVICE_CLASS, cpu_rows, join_model_texts, predict_by_device
 from perfmodel.learn.evidence import Evidence
 
@@ -30,8 +34,6 @@ def evidence_of(X: Any, y: Any, weights: Any, shrink_runs: float) -> Evidence | 
     run), or None when shrinking is off."""
     if shrink_runs <= 0:
         return None
-    import numpy as np
-
     w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=float)
     return Evidence.fitted(X.to_dict("records"), list(np.asarray(y, dtype=float)), list(w), shrink_runs)
 
@@ -96,10 +98,6 @@ class LGBMConfig:
 
 def _as_frame(X: Any) -> Any:
     """MAPIE and scikit-learn pass DataFrames through; accept arrays as a fallback."""
-    import pandas as pd
-
-    from perfmodel.features import FEATURE_NAMES, categorize
-
     if isinstance(X, pd.DataFrame):
         return X
     frame = pd.DataFrame(X, columns=list(FEATURE_NAMES))
@@ -109,9 +107,6 @@ def _as_frame(X: Any) -> Any:
 def fit_booster(X: Any, y: Any, config: LGBMConfig, sample_weight: Any = None) -> Any:
     """Fit a LightGBM booster on (X, y) with internal early stopping; returns `lgb.Booster`.
     `sample_weight` (one vote per measured run) weighs the rows of the fit."""
-    import lightgbm as lgb
-    import numpy as np
-
     X = _as_frame(X)
     y = np.asarray(y, dtype=float)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
@@ -150,8 +145,6 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         self.config = config
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LGBMRatioRegressor:
-        import numpy as np
-
         config = self.config or LGBMConfig()
         X = _as_frame(X)
         y = np.asarray(y, dtype=float)
@@ -170,8 +163,6 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X: Any) -> Any:
         """The boosters' log ratio, shrunk toward the step overhead where few measured runs are near
         (perfmodel.learn.evidence)."""
-        import numpy as np
-
         X = _as_frame(X)
         raw = predict_by_device(self.booster_, self.cpu_booster_, X)
         if self.evidence_ is None:

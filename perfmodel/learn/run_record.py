@@ -10,12 +10,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import perfmodel
+from perfmodel.learn import plots
 from perfmodel.learn.metrics import HEADLINE_METRIC, HEADLINE_METRICS, SPLITS
+from perfmodel.learn.report import evaluation_markdown
+from perfmodel.schema import SCHEMA_VERSION
+from perfmodel.tracking import DatasetInput, flatten
 
 if TYPE_CHECKING:
     from perfmodel.learn.data import TrainingData
     from perfmodel.learn.evaluate import EvalConfig, Evaluation
-    from perfmodel.tracking import DatasetInput
 
 TARGET = "log(measured step time / roofline bound)"
 
@@ -31,10 +35,6 @@ def rows_by_source(frame: Any) -> dict[str, int]:
 
 def run_params(data: TrainingData, config: EvalConfig, splitter: str) -> dict[str, Any]:
     """Everything that determines the run, as MLflow params."""
-    import perfmodel
-    from perfmodel.schema import SCHEMA_VERSION
-    from perfmodel.tracking import flatten
-
     params: dict[str, Any] = flatten("config", asdict(config))
     params.update(
         {
@@ -94,8 +94,6 @@ def describe_run(data: TrainingData, metrics: dict[str, float], decision: str) -
 
 def dataset_input(data: TrainingData) -> DatasetInput:
     """The feature table as the run's MLflow dataset (digest = dataset hash)."""
-    from perfmodel.tracking import DatasetInput
-
     tags = {f"rows_by_source.{k}": str(v) for k, v in rows_by_source(data.table).items()}
     tags.update({"dataset_sha256": data.sha256, "rows_trained": str(len(data.y))})
     return DatasetInput(
@@ -124,9 +122,6 @@ def mlflow_tables(evaluation: Evaluation, kernel_heldout: Any = None) -> dict[st
 def write_artifacts(evaluation: Evaluation, booster: Any, out: Path) -> list[Path]:
     """Plots and evaluation tables into `out` (logged at the run's artifact root, so the MLflow
     compare page finds the same files in every run)."""
-    from perfmodel.learn import plots
-    from perfmodel.learn.report import evaluation_markdown
-
     out.mkdir(parents=True, exist_ok=True)
     paths = [
         plots.plot_predicted_vs_measured(evaluation.predictions, out / "predicted_vs_measured.png"),

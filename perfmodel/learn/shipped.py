@@ -27,10 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfmodel.errors import DataError
+from perfmodel.features import CATEGORY_LEVELS, categorized, feature_matrix, feature_vector
 from perfmodel.interval import Interval, floored
 from perfmodel.learn import lean_import, model_files
+from perfmodel.learn.devices import join_model_texts, predict_by_device, split_model_text
 from perfmodel.learn.interval_policy import DomainCheck, IntervalPolicy, Query
 from perfmodel.learn.metadata import ModelMetadata, read_model_folder, write_model_folder
+from perfmodel.paths import model_dir
 
 if TYPE_CHECKING:
     from perfmodel.analytic import AnalyticEstimate
@@ -144,8 +147,6 @@ class LearnedModel:
     @property
     def model_text(self) -> str:
         """The booster(s) in LightGBM's text format (`regressor.join_model_texts`)."""
-        from perfmodel.learn.devices import join_model_texts
-
         if self._model_text is None:
             main, cpu = self.boosters
             self._model_text = join_model_texts(
@@ -157,8 +158,6 @@ class LearnedModel:
     def boosters(self) -> tuple[Any, Any]:
         """(accelerator booster, CPU booster or None), parsed from the verified text on first use."""
         if self._boosters is None:
-            from perfmodel.learn.devices import split_model_text
-
             lean = lean_import.LEAN_LIGHTGBM_IMPORT
             with _pandas_hidden(lean):
                 lightgbm = lean_import.import_lightgbm(lean=lean)
@@ -188,8 +187,6 @@ class LearnedModel:
         """Categorical feature -> the levels whose positions are its codes for `booster` (default:
         the accelerator booster): the booster's own `pandas_categorical` (what LightGBM re-codes a
         DataFrame to), else `perfmodel.features.CATEGORY_LEVELS`."""
-        from perfmodel.features import CATEGORY_LEVELS
-
         booster = self.booster if booster is None else booster
         names = [n for n in self.feature_names if n in CATEGORY_LEVELS]
         stored = getattr(booster, "pandas_categorical", None)
@@ -199,9 +196,8 @@ class LearnedModel:
 
     def predict_log_ratio(self, X: Any) -> Any:
         """Predicted log(t / t_bound) for a feature DataFrame (`perfmodel.features.feature_frame`)."""
+        # numpy: kept out of import time (the CLI's cold start)
         import numpy as np
-
-        from perfmodel.learn.devices import predict_by_device
 
         main, cpu = self.boosters
         if not _lightgbm_reads_pandas():  # LightGBM imported with pandas hidden: give it codes
@@ -212,6 +208,7 @@ class LearnedModel:
     def _blended(self, raw: Any, rows: Sequence[Mapping[str, Any]]) -> Any:
         """The boosters' values shrunk toward the step overhead by the evidence near each row
         (`perfmodel.learn.evidence`; models without evidence: unchanged)."""
+        # numpy: kept out of import time (the CLI's cold start)
         import numpy as np
 
         evidence = self.metadata.evidence
@@ -223,10 +220,8 @@ class LearnedModel:
         """Predicted log(t / t_bound) for feature vectors (`perfmodel.features.feature_vector`),
         through a numpy array of category codes: the same numbers as `predict_log_ratio` on their
         `feature_frame`, without pandas."""
+        # numpy: kept out of import time (the CLI's cold start)
         import numpy as np
-
-        from perfmodel.features import feature_matrix
-        from perfmodel.learn.devices import predict_by_device
 
         main, cpu = self.boosters
         levels = self.category_levels(main)
@@ -276,8 +271,6 @@ class LearnedModel:
         self, items: list[tuple[Workload, AnalyticEstimate]], confidence: float = 0.9
     ) -> list[Correction]:
         """The learned correction for each (workload, analytic estimate), without pandas."""
-        from perfmodel.features import categorized, feature_vector
-
         if not items:
             return []
         rows = [feature_vector(w, est, includes_optimizer_step=True) for w, est in items]
@@ -312,8 +305,6 @@ def load_shipped_model(path: str | Path | None = None) -> LearnedModel | None:
     None when there is none, and also when it is damaged or does not match its metadata: then
     one warning line says why (logger `perfmodel.learn`) and the caller falls back to the
     analytic model as it does for a missing one. `LearnedModel.load` raises instead."""
-    from perfmodel.paths import model_dir
-
     path = Path(path) if path is not None else model_dir()
     if not model_files.has_model(path):
         return None

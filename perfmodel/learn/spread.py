@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from perfmodel.errors import ConfigError
 from perfmodel.learn.evaluate import EvalConfig, evaluate_all
 from perfmodel.learn.metrics import HEADLINE_METRIC, HEADLINE_PARTS, SPLITS
@@ -34,8 +36,6 @@ def seed_spread(
 ) -> Any:
     """Run the protocol `seeds` times (seed k drives LightGBM's bagging and early-stopping split
     and the random split's folds) and return the model's metrics per (seed, split)."""
-    import pandas as pd
-
     if seeds < 2:
         raise ConfigError(f"--seeds must be at least 2 to measure a spread; got {seeds}")
     unknown = [s for s in splits if s not in SPLITS]

@@ -24,11 +24,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel import paths
+from perfmodel.kernels.evaluate import kernel_eval_table
+from perfmodel.learn import run_record
 from perfmodel.learn.champion import Candidate, ChampionDecision, Incumbent, decide_champion, needs_spread
 from perfmodel.learn.data import TrainingData
 from perfmodel.learn.evaluate import EvalConfig, Evaluation, evaluate_all
+from perfmodel.learn.export import export_champion
+from perfmodel.learn.fit import fit_learned_model
 from perfmodel.learn.metrics import HEADLINE_METRIC, TARGETS
 from perfmodel.learn.spread import HeadlineSpread, headline_spread
+from perfmodel.schema import SCHEMA_VERSION
 from perfmodel.tracking import ChampionInfo, Tracker, TrackingError
 
 Progress = Callable[[str], None]
@@ -38,9 +44,7 @@ SPREAD_SEEDS = 3
 
 def local_runs_dir() -> Path:
     """Where every training saves its model and evaluation before logging (perfmodel.paths.runs_dir)."""
-    from perfmodel.paths import runs_dir
-
-    return runs_dir()
+    return paths.runs_dir()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,10 +133,6 @@ class _SpreadMeter:
 
 
 def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
-    from perfmodel.learn.fit import fit_learned_model
-    from perfmodel.learn.run_record import rows_by_source
-    from perfmodel.schema import SCHEMA_VERSION
-
     t0 = time.perf_counter()
     evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say, kernel_table=data.kernel_table)
     say("fitting and calibrating the model on every row")
@@ -147,8 +147,6 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
     kernel_heldout = None
     if data.kernel_table is not None:
-        from perfmodel.kernels.evaluate import kernel_eval_table
-
         say("kernel level: each accelerator's kernel rows predicted from the other accelerators'")
         kernel_heldout = kernel_eval_table(data.kernel_table)
         for rec in kernel_heldout.to_dict("records"):
@@ -158,7 +156,7 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
         dataset_sha256=data.sha256,
         schema_version=SCHEMA_VERSION,
         trained_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        rows_by_source=rows_by_source(data.kept),
+        rows_by_source=run_record.rows_by_source(data.kept),
         evaluation={k: round(v, 4) for k, v in metrics.items()},
         headline_metric=HEADLINE_METRIC,
     )
@@ -207,7 +205,7 @@ def _log_run(
     started_ms: int,
 ) -> tuple[str, str | None, bool]:
     """Log the run and its model; register it and move the alias. (run id, version, champion?)"""
-    from perfmodel.learn import run_record
+    # mlflow: seconds to import (pyfunc imports it), only tracking needs it
     from perfmodel.learn.pyfunc import input_example
 
     verdict = decision.reason if decision else "not registered"
@@ -260,9 +258,6 @@ def fit_and_log(
 
     `export_dir=None` (the default) never touches any model folder. Raises TrackingError when the
     tracker fails after the fit; the message names the local folder holding the saved work."""
-    from perfmodel.learn import run_record
-    from perfmodel.learn.export import export_champion
-
     say = progress or (lambda _msg: None)
     config = config or EvalConfig()
     started_ms = int(time.time() * 1000)
