@@ -61,6 +61,13 @@ def with_(base: dict, **changes: object) -> dict:
             "schema",
             "'lora' is not valid under any of the given schemas",
         ),
+        (with_(TAB, input_features=None), "schema", "input_features must be a non-empty list"),
+        (with_(TAB, output_features=[]), "schema", "output_features must be a non-empty list"),
+        (
+            with_(TAB, input_features=[{"name": "x", "type": "wibble"}]),
+            "schema",
+            "'wibble' is not one of ['audio', 'bag', 'binary'",
+        ),
         (
             with_(TAB, output_features=[{"name": "a", "type": "binary"}]),
             "check_feature_names_unique",

@@ -33,6 +33,10 @@ from perfmodel.errors import ConfigError, quote
 LAST_GBM_LUDWIG = "0.10"
 """The last Ludwig release with `model_type: gbm` (LightGBM models); 0.11+ accepts ecd and llm only."""
 OWN_RULES = f"perfmodel's rules for Ludwig {LUDWIG_VERSION_PINNED}"
+INPUT_TYPES = frozenset(
+    "audio bag binary category date h3 image number sequence set text timeseries vector".split()
+)
+"""Ludwig 0.17.10's input feature types (its JSON schema's enum for input_features[].type)."""
 _HF_ENCODERS = (
     "bert",
     "distilbert",
@@ -126,7 +130,17 @@ def own_verdict(cfg: dict[str, Any]) -> LudwigVerdict:
         return _refuse(
             "model_type", f"Invalid model type: {quote(model_type)}, expected one of: ['ecd', 'llm']"
         )
+    for section in ("input_features", "output_features"):
+        if not isinstance(cfg.get(section), list) or not cfg[section]:
+            return _refuse("schema", f"JSON schema: {section} must be a non-empty list of features")
     inputs, outputs = _dicts(cfg.get("input_features")), _dicts(cfg.get("output_features"))
+    for i, f in enumerate(cfg["input_features"]):
+        if not isinstance(f, dict) or f.get("type") is None:
+            return _refuse("schema", f"JSON schema: input_features[{i}] must be a mapping with a name and a type")
+        if str(f.get("type")).lower() not in INPUT_TYPES:
+            return _refuse(
+                "schema", f"JSON schema: {quote(str(f.get('type')))} is not one of {sorted(INPUT_TYPES)}"
+            )
     trainer = _section(cfg, "trainer") or _section(cfg, "training")
     if model_type == "llm":
         for f in inputs:
