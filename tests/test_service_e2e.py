@@ -264,6 +264,9 @@ def test_the_page_predicts_a_catalog_model_and_draws_intervals_and_a_sweep(serve
         return [+b.getAttribute('x'), +b.getAttribute('width'), +t.getAttribute('x') + 1.5]; })()""")
     assert band[0] <= band[2] <= band[0] + band[1] + 1e-6, "the estimate tick lies inside the interval bar"
     assert browser.js("document.querySelector('.card[data-metric=peak_memory_gb] svg line.limit') !== null")
+    # the memory card says the one fit verdict, as the Memory line does (this one is "tight")
+    verdict = answer["memory_verdict"]["verdict"]
+    assert by_metric["peak_memory_gb"]["text"].count(f"({verdict})") == 1, by_metric["peak_memory_gb"]["text"]
 
     # The batch-size sweep chart: one point per micro-batch, from the sweep the page asked for.
     swept = browser.posted("/v1/sweep")[-1]

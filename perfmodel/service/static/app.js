@@ -192,9 +192,11 @@ function renderPrediction(p) {
   cards.appendChild(card("total_time_s", `Total time (${level}% interval)`, p.total_time_s, { value: d.total_time, range: d.total_time_range }));
   cards.appendChild(card("gpu_hours", "GPU-hours", p.gpu_hours, { value: d.gpu_hours, range: d.gpu_hours_range }));
   if (p.cost_usd) cards.appendChild(card("cost_usd", "Cost (USD)", p.cost_usd, { value: d.cost, range: d.cost_range }));
+  const verdict = p.memory_verdict ? p.memory_verdict.verdict : p.fits_in_memory ? "fits" : "does not fit";
   cards.appendChild(card("peak_memory_gb", "Peak memory per GPU", p.peak_memory_gb, { value: d.peak_memory, range: d.peak_memory_range }, {
     limit: p.memory_capacity_gb || null, limitLabel: p.memory_capacity_gb ? `${p.memory_capacity_gb} GB` : "",
-    bad: !p.fits_in_memory, suffix: p.fits_in_memory ? " (fits)" : " (does not fit)",
+    // the one fit verdict (fits / tight / does not fit), as the Memory line and the CLI say it
+    bad: verdict === "does not fit", suffix: ` (${verdict})`,
   }));
   const rate = p.throughput_tokens_per_s || p.throughput_samples_per_s;
   cards.appendChild(card("throughput", p.throughput_tokens_per_s ? "Throughput (tokens/s)" : "Throughput (samples/s)", rate, { value: d.throughput, range: d.throughput_range }));
