@@ -166,7 +166,11 @@ def monitor_command(
     set_: Annotated[Optional[list[str]], Opt("--set", help="Override a config key (repeatable).")] = None,
     total_steps: Annotated[
         Optional[int],
-        Opt("--total-steps", min=1, help="Steps the run will take (when its files do not say)."),
+        Opt(
+            "--total-steps",
+            min=1,
+            help="Steps the run will take (when its files do not say); a finished shorter run is extrapolated to it.",
+        ),
     ] = None,
     confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
     model_dir: Annotated[Optional[Path], Opt("--model-dir", help="Learned model folder.")] = None,
@@ -223,6 +227,13 @@ def _render_monitor(report: Any, console: Any) -> None:
         table.add_row("Predicted", f"step {_iv(s.predicted_step_time_s)}")
     if s.finished:
         table.add_row("Finished", f"in {_dur(s.elapsed_s)} timed")
+    elif report.extrapolated and s.remaining_s is not None and s.total_s is not None:
+        rest = (s.total_steps or 0) - s.steps_done
+        table.add_row(
+            "Extrapolated",
+            f"ran {s.steps_done} of {s.total_steps} steps; the other {rest}: {_iv(s.remaining_s)}",
+        )
+        table.add_row("Whole run", f"{_iv(s.total_s)} timed, at {s.confidence:.0%}")
     elif s.remaining_s is not None:
         weight = f"; prediction weight {s.prior_weight:.0%}" if s.prior_weight is not None else ""
         table.add_row("ETA", f"{_iv(s.remaining_s)} at {s.confidence:.0%}{weight}")
