@@ -24,7 +24,9 @@ def partial_run(folder: Path, steps: int = 40, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     sigma = 0.15
     times = [0.5, 0.3, 0.2] + list(MEAN_S * np.exp(rng.normal(-(sigma**2) / 2, sigma, steps - 3)))
-    record = RunRecord(source="step-timer", intervals=[(1, float(t)) for t in times], total_steps=steps, finished=True)
+    record = RunRecord(
+        source="step-timer", intervals=[(1, float(t)) for t in times], total_steps=steps, finished=True
+    )
     return write_record(folder, record)
 
 
@@ -70,6 +72,8 @@ def test_monitor_cli_extrapolates_a_finished_partial_run(tmp_path):
     assert "Extrapolated" in out.stdout and "ran 40 of 400 steps" in out.stdout
     assert "Finished" not in out.stdout
     doc = json.loads(
-        subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120).stdout
+        subprocess.run(
+            [*cmd, "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+        ).stdout
     )
     assert doc["extrapolated"] and doc["remaining_s"]["estimate"] > 0

@@ -1,7 +1,9 @@
-"""`perfmodel probe`, `perfmodel monitor`, `perfmodel ingest`: before, during and after a run.
+"""`perfmodel probe`, `perfmodel monitor`, `perfmodel ingest`, `perfmodel runs`: before, during
+and after a run.
 
 Each command parses, calls one library function (perfmodel.run.probe.probe_workload,
-perfmodel.monitor.watch.monitor_path / follow_path, perfmodel.ingest.ingest_run) and renders
+perfmodel.monitor.watch.monitor_path / follow_path, perfmodel.ingest.ingest_run,
+perfmodel.monitor.runs.summarize_runs) and renders
 its result (Rich, or JSON with --json)."""
 
 # ruff: noqa: UP045 - typer needs Optional[...] (not X | None) in annotations on Python 3.10
@@ -23,6 +25,7 @@ def register(app: typer.Typer) -> None:
     app.command("probe")(probe_command)
     app.command("monitor")(monitor_command)
     app.command("ingest")(ingest_command)
+    app.command("runs")(runs_command)
 
 
 def _dur(seconds: float) -> str:
@@ -296,3 +299,126 @@ def ingest_command(
     )
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def runs_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Two or more runs: run folders, perfmodel_run.json, trainer_state.json, Ludwig outputs, CSV/JSONL of step times."
+        ),
+    ],
+    plot: Annotated[
+        Optional[Path],
+        Opt("--plot", help="Draw step time against step (warm-up shaded) into FILE.png/.svg/.pdf."),
+    ] = None,
+    confidence: Annotated[float, Opt("--confidence", help="Confidence level of the ratios.")] = 0.9,
+    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Measured runs side by side: warm-up, stable-phase step time and spread, throughput, memory,
+    total time, and each run's step-time ratio to the first (the measured twin of `compare`)."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.monitor.runs import plot_runs, summarize_runs
+
+    if not 0.5 <= confidence < 1:
+        _common.fail(f"--confidence must be in [0.5, 1); got {confidence}", code=2)
+    summaries = summarize_runs(paths, confidence=confidence)
+    if plot is not None:
+        plot_runs(summaries, plot)
+        _common.stderr_console().print(f"wrote {plot}", markup=False, highlight=False)
+    if json_out:
+        _common.print_json({"confidence_level": confidence, "runs": [s.to_json() for s in summaries]})
+        return
+    _render_runs(summaries, confidence, _common.stdout_console())
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
+def _render_runs(summaries: list[Any], confidence: float, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"perfmodel runs — {len(summaries)} measured runs", title_justify="left")
+    table.add_column("", style="bold")
+    for i, s in enumerate(summaries):
+        table.add_column(f"{chr(65 + i) if i < 26 else i + 1}: {escape(Path(s.label).name or s.label)}")
+
+    def row(name: str, cells: list[str]) -> None:
+        table.add_row(name, *cells)
+
+    row("Format", [escape(s.trace.format) for s in summaries])
+    row(
+        "Steps",
+        [
+            f"{s.timed_steps:,} timed"
+            + (f" of {s.trace.total_steps:,}" if s.trace.total_steps else "")
+            + ("" if s.trace.finished else " [dim](not finished)[/dim]")
+            for s in summaries
+        ],
+    )
+    row(
+        "Warm-up",
+        [
+            f"{s.warmup_steps} steps ({_dur(s.warmup_s)})" if s.warmup_steps else "none found"
+            for s in summaries
+        ],
+    )
+    row("Median step", [_dur(s.stable.median_s) if s.stable else "-" for s in summaries])
+    row("Mean step", [_dur(s.stable.mean_s) if s.stable else "-" for s in summaries])
+    row(
+        "Spread p10–p90",
+        [
+            f"{_dur(s.stable.p10_s)} – {_dur(s.stable.p90_s)} (CV {s.stable.cv:.0%})" if s.stable else "-"
+            for s in summaries
+        ],
+    )
+    row("Level shifts", [str(s.level_shifts) for s in summaries])
+    row(
+        "Throughput",
+        [
+            " · ".join(
+                p
+                for p in (
+                    _rate(s.steps_per_s, "steps/s"),
+                    _rate(s.steps_per_s * s.samples_per_step, "samples/s")
+                    if s.steps_per_s and s.samples_per_step
+                    else "",
+                    _rate(s.steps_per_s * s.tokens_per_step, "tokens/s")
+                    if s.steps_per_s and s.tokens_per_step
+                    else "",
+                )
+                if p
+            )
+            for s in summaries
+        ],
+    )
+    row(
+        "Peak memory",
+        [
+            f"{s.trace.peak_memory_gb:.2f} GB [dim]({escape(s.trace.peak_memory_kind or '?')})[/dim]"
+            if s.trace.peak_memory_gb is not None
+            else "not recorded"
+            for s in summaries
+        ],
+    )
+    row("Total (timed)", [_dur(s.total_s) for s in summaries])
+    if len(summaries) > 1:
+        cells = ["1 (the reference)"]
+        for s in summaries[1:]:
+            r = s.ratio
+            cells.append(
+                "-" if r is None else f"x {r.estimate:.3g} [dim]({r.low:.3g}–{r.high:.3g})[/dim] {r.verdict}"
+            )
+        row(f"Mean step vs A ({confidence:.0%})", cells)
+    console.print(table)
+    for i, s in enumerate(summaries):
+        for note in s.notes:
+            console.print(f"[dim]note ({chr(65 + i) if i < 26 else i + 1}):[/dim] {escape(note)}")

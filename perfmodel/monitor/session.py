@@ -12,7 +12,7 @@ from typing import Any
 from perfmodel.monitor.core import Clock, EtaSnapshot, Reporter, RunMonitor
 from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.monitor.prior import PriorInfo, resolve_prior
-from perfmodel.monitor.record import RunRecord, this_host_fingerprint, write_record
+from perfmodel.monitor.record import RunRecord, peak_memory, this_host_fingerprint, write_record
 from perfmodel.monitor.report import AutoReporter
 from perfmodel.monitor.utilization import Sampler, SystemSampler
 
@@ -112,6 +112,7 @@ class MonitorSession:
 
     def to_record(self, *, finished: bool) -> RunRecord:
         m = self.monitor
+        memory_gb, memory_kind = peak_memory()
         return RunRecord(
             source=self.source,
             intervals=list(m.intervals),
@@ -123,4 +124,6 @@ class MonitorSession:
             prediction=self.info.prediction_json(),
             hardware=this_host_fingerprint(),
             notes=list(self.info.notes),
+            peak_memory_gb=memory_gb,
+            peak_memory_kind=memory_kind,
         )
