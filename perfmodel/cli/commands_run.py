@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
     app.command("monitor")(monitor_command)
     app.command("ingest")(ingest_command)
     app.command("runs")(runs_command)
+    app.command("validate")(validate_command)
 
 
 def _dur(seconds: float) -> str:
@@ -422,3 +423,100 @@ def _render_runs(summaries: list[Any], confidence: float, console: Any) -> None:
     for i, s in enumerate(summaries):
         for note in s.notes:
             console.print(f"[dim]note ({chr(65 + i) if i < 26 else i + 1}):[/dim] {escape(note)}")
+
+
+# --- validate ---------------------------------------------------------------------------------
+
+
+def validate_command(
+    config: Annotated[
+        Path, typer.Argument(help="A Ludwig config (YAML) to run for real, on part of its data.")
+    ],
+    dataset: Annotated[Path, Opt("--dataset", "-d", help="The CSV the config trains on (the full data).")],
+    fraction: Annotated[
+        float, Opt("--fraction", min=0.0, max=1.0, help="Share of the training rows the partial run uses.")
+    ] = 0.1,
+    steps: Annotated[
+        Optional[int], Opt("--steps", min=1, help="Instead of a fraction: train N steps on all of the data.")
+    ] = None,
+    check_full: Annotated[
+        bool, Opt("--check-full", help="Then train the full run too and report the extrapolation's error.")
+    ] = False,
+    confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
+    host_noise: Annotated[
+        float,
+        Opt(
+            "--host-noise",
+            min=0.0,
+            help="Least log sd of this host's speed between two runs (more when the load moves; 0 on a dedicated machine).",
+        ),
+    ] = 0.1,
+    ludwig_python: Annotated[
+        Optional[str], Opt("--ludwig-python", help="Python of a Ludwig venv (default: make ludwig-env's).")
+    ] = None,
+    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Run the config on a fraction of its data (or N steps) with real Ludwig, then extrapolate to
+    the full run: start-up, preprocessing, warm-up, stable steps, evaluation and checkpoints."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.run.validate import validate_ludwig
+
+    if not 0.5 <= confidence < 1:
+        _common.fail(f"--confidence must be in [0.5, 1); got {confidence}", code=2)
+    if steps is None and not 0 < fraction < 1:
+        _common.fail(f"--fraction must be in (0, 1); got {fraction}", code=2)
+    with _common.stderr_console().status(
+        "training the partial run with Ludwig (then --check-full: the full run)"
+    ):
+        result = validate_ludwig(
+            config,
+            dataset=dataset,
+            fraction=None if steps is not None else fraction,
+            steps=steps,
+            confidence=confidence,
+            host_noise=host_noise,
+            check_full=check_full,
+            python=ludwig_python,
+        )
+    if json_out:
+        _common.print_json(result.to_json())
+    else:
+        render_validation(result, _common.stdout_console())
+
+
+def render_validation(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+    from rich.table import Table
+
+    ex = result.extrapolation
+    part = (
+        f"{result.fraction:.0%} of the training rows"
+        if result.fraction is not None
+        else f"{result.partial_steps} steps"
+    )
+    table = Table(
+        title=f"perfmodel validate — {escape(result.framework)}: {part} ({result.partial_steps} of "
+        f"{result.full_steps:,} steps), intervals at {ex.confidence:.0%}",
+        title_justify="left",
+    )
+    for name in ("Phase", "Measured", "Full run", "Scaled as"):
+        table.add_column(name)
+    for p in ex.phases:
+        table.add_row(escape(p.name), _dur(p.measured_s), _iv(p.full_s), f"[dim]{escape(p.rule)}[/dim]")
+    table.add_row("[bold]Total[/bold]", _dur(result.partial_wall_s), f"[bold]{_iv(ex.total_s)}[/bold]", "")
+    console.print(table)
+    load = result.load_avg
+    if load is not None:
+        console.print(
+            f"[dim]host: load average {load[0]:.1f} → {load[1]:.1f} on {result.cpu_count} cores; "
+            f"host noise {ex.host_noise:.0%}, level-shift risk {ex.level_shift_risk:.1%}[/dim]"
+        )
+    c = result.check
+    if c is not None:
+        verdict = "[green]inside[/green]" if c.inside else "[red]outside[/red]"
+        console.print(
+            f"Full run measured {_dur(c.measured_s)}: the extrapolation was {c.error:+.0%} off, {verdict} its interval"
+        )
+    for note in [*ex.notes, *result.notes]:
+        console.print(f"[dim]note:[/dim] {escape(note)}")
