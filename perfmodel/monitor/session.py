@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfmodel.monitor.core import Clock, EtaSnapshot, Reporter, RunMonitor
-from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.decide.fit import largest_micro_batch
 from perfmodel.errors import PerfModelError
+from perfmodel.monitor.core import Clock, EtaSnapshot, Reporter, RunMonitor
+from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.monitor.prior import PriorInfo, load_config_workload, resolve_prior
 from perfmodel.monitor.record import RunRecord, peak_memory, this_host_fingerprint, write_record
 from perfmodel.monitor.report import AutoReporter
