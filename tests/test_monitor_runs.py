@@ -117,3 +117,14 @@ def test_runs_cli_table_json_and_errors(tmp_path):
     assert [r["ratio_to_first"] is None for r in doc["runs"]] == [True, False]
     bad = run_cli("runs", str(a), str(tmp_path / "missing"))
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "does not exist" in bad.stderr
+
+
+def test_runs_of_different_batch_sizes_compare_time_per_sample(tmp_path):
+    a = record_run(tmp_path / "a", 0.05, seed=1)  # 8 samples per step
+    path = record_run(tmp_path / "b", 0.08, seed=2)
+    doc = json.loads(path.read_text())
+    doc["config"]["training"]["micro_batch_size"] = 8  # 16 samples per step, 1.6x the step time
+    path.write_text(json.dumps(doc))
+    _, b = summarize_runs([a, path])
+    assert b.ratio.per == "sample" and b.ratio.estimate == pytest.approx(0.8, rel=0.05)
+    assert b.ratio.verdict == "faster"

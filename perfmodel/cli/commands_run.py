@@ -368,7 +368,9 @@ def _render_runs(summaries: list[Any], confidence: float, console: Any) -> None:
     row(
         "Warm-up",
         [
-            f"{s.warmup_steps} steps ({_dur(s.warmup_s)})" if s.warmup_steps else "none found"
+            f"{s.warmup_steps} step{'s' if s.warmup_steps != 1 else ''} ({_dur(s.warmup_s)})"
+            if s.warmup_steps
+            else "none found"
             for s in summaries
         ],
     )
@@ -416,9 +418,12 @@ def _render_runs(summaries: list[Any], confidence: float, console: Any) -> None:
         for s in summaries[1:]:
             r = s.ratio
             cells.append(
-                "-" if r is None else f"x {r.estimate:.3g} [dim]({r.low:.3g}–{r.high:.3g})[/dim] {r.verdict}"
+                "-"
+                if r is None
+                else f"x {r.estimate:.3g} [dim]({r.low:.3g}–{r.high:.3g})[/dim] {r.verdict}"
+                + (" [dim](per sample)[/dim]" if r.per == "sample" else "")
             )
-        row(f"Mean step vs A ({confidence:.0%})", cells)
+        row(f"Time vs A ({confidence:.0%})", cells)
     console.print(table)
     for i, s in enumerate(summaries):
         for note in s.notes:

@@ -8,7 +8,8 @@ CSV/JSONL of step times) and summarised by the monitor's rules (`perfmodel.monit
 warm-up excluded, then the steps after it (every stable phase, level shifts counted): median,
 mean, p10-p90, CV, throughput, peak memory where the files record it, and the total timed time.
 
-Against the first run, each other run's mean step time is a ratio with an interval: in log space,
+Against the first run, each other run's mean step time (time per sample when the two runs' steps
+hold different numbers of samples) is a ratio with an interval: in log space,
 the difference of the two stable means with the variance of each from `eta.observed_term` (the
 Student-t interval of a mean of n_eff autocorrelation-corrected intervals, plus the monitor's level
 drift); "faster" or "slower" only when that interval excludes 1, else "within the noise".
@@ -44,9 +45,17 @@ class RunRatio:
     high: float
     verdict: str
     """faster | slower | within the noise (the interval contains 1)."""
+    per: str = "step"
+    """What is timed: "step", or "sample" when the two runs' steps hold different numbers of samples."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high, "verdict": self.verdict}
+        return {
+            "estimate": self.estimate,
+            "low": self.low,
+            "high": self.high,
+            "verdict": self.verdict,
+            "per": self.per,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,11 +188,16 @@ def ratio_of(run: RunSummary, first: RunSummary, confidence: float = 0.9) -> Run
         obs = eta.observed_term(eta.LogMoments.of(iv), confidence)
         terms.append((float(obs.mean_log[0]), float(obs.variance[0])))
     (m0, v0), (m1, v1) = terms
+    per = "step"
+    if first.samples_per_step and run.samples_per_step and first.samples_per_step != run.samples_per_step:
+        per = "sample"  # steps of different sizes: compare the time per sample
+        m0 -= math.log(first.samples_per_step)
+        m1 -= math.log(run.samples_per_step)
     z = eta.normal_quantile((1 + confidence) / 2)
     half = z * math.sqrt(v0 + v1)
     est, low, high = math.exp(m1 - m0), math.exp(m1 - m0 - half), math.exp(m1 - m0 + half)
     verdict = "slower" if low > 1 else "faster" if high < 1 else "within the noise"
-    return RunRatio(estimate=est, low=low, high=high, verdict=verdict)
+    return RunRatio(estimate=est, low=low, high=high, verdict=verdict, per=per)
 
 
 def summarize_runs(paths: Sequence[str | Path], *, confidence: float = 0.9) -> list[RunSummary]:
