@@ -2,8 +2,8 @@
 bar ("12.3 ms/step, perfmodel ETA 8.2 s (7.8 s-8.6 s)"), with tqdm's own remaining-time estimate
 taken out of that bar so the user sees one ETA, not two. Hints (and the detail lines under
 `verbose=True`) go through `tqdm.write`, above the bar. Without a bar (disable_tqdm, a notebook,
-another process), the one-line report of `perfmodel.monitor.report` is written instead; an
-active MLflow run still receives the metrics.
+another process), the one-line report of `perfmodel.monitor.report` is written instead, unless
+an MLflow run is active: that receives the metrics either way.
 """
 
 from __future__ import annotations
@@ -58,11 +58,13 @@ class BarReporter:
         return self.bar
 
     def report(self, snapshot: EtaSnapshot, *, final: bool = False) -> None:
-        if active_mlflow_run() is not None:
+        tracked = active_mlflow_run() is not None
+        if tracked:
             self.mlflow.report(snapshot, final=final)
         bar = self.bar if self.bar is not None else self.attach(snapshot.total_steps)
         if bar is None or getattr(bar, "disable", False):
-            self.console.report(snapshot, final=final)
+            if not tracked:  # as AutoReporter: the MLflow run, else the line
+                self.console.report(snapshot, final=final)
             return
         try:
             if not self._styled:
