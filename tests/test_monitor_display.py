@@ -174,3 +174,47 @@ def test_eta_interval_never_narrower_than_the_level_shift_risk():
     assert s.level_shift_risk < 0.01
     assert s.remaining_s.high / s.remaining_s.low < rem.high / rem.low
     assert snap.to_dict()["level_shift_risk"] == pytest.approx(snap.level_shift_risk)
+
+
+@pytest.mark.slow
+def test_real_trainer_shows_the_eta_in_its_own_bar(tmp_path, capsys, monkeypatch):
+    # torch, transformers: heavy, only this test needs them
+    import torch
+    import transformers.trainer
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    from perfmodel.monitor.hf import PerfmodelCallback
+
+    # the repository's datasets/ folder imports as a package named `datasets` (see test_monitor_hf)
+    monkeypatch.setattr(transformers.trainer, "is_datasets_available", lambda: False)
+
+    class RandomTokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 1024
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            ids = torch.randint(0, 128, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=128, n_positions=32))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=60,
+        per_device_train_batch_size=4,
+        logging_steps=1000,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=False,
+        dataloader_num_workers=0,
+    )
+    cb = PerfmodelCallback(report_every_s=0.0, record=False, sampler=False)
+    Trainer(model=model, args=args, train_dataset=RandomTokens(), callbacks=[cb]).train()
+    err = capsys.readouterr().err.replace("\r", "\n")
+    bar_lines = [x for x in err.splitlines() if "/60 [" in x]
+    assert any("perfmodel ETA" in x for x in bar_lines) and "perfmodel finished in" in bar_lines[-1]
+    first = next(i for i, x in enumerate(bar_lines) if "perfmodel" in x)
+    assert first <= 2, bar_lines[:5]  # restyled at the first report (the bar starts at step 0)
+    assert not any("<" in x.split("[", 1)[1] for x in bar_lines[first:]), bar_lines  # one ETA: tqdm's is gone
+    assert "[perfmodel] step" not in err  # no report lines beside the bar
