@@ -1,7 +1,9 @@
-"""`perfmodel probe`, `perfmodel monitor`, `perfmodel ingest`: before, during and after a run.
+"""`perfmodel probe`, `perfmodel monitor`, `perfmodel ingest`, `perfmodel runs`: before, during
+and after a run.
 
 Each command parses, calls one library function (perfmodel.run.probe.probe_workload,
-perfmodel.monitor.watch.monitor_path / follow_path, perfmodel.ingest.ingest_run) and renders
+perfmodel.monitor.watch.monitor_path / follow_path, perfmodel.ingest.ingest_run,
+perfmodel.monitor.runs.summarize_runs) and renders
 its result (Rich, or JSON with --json)."""
 
 # ruff: noqa: UP045 - typer needs Optional[...] (not X | None) in annotations on Python 3.10
@@ -23,6 +25,8 @@ def register(app: typer.Typer) -> None:
     app.command("probe")(probe_command)
     app.command("monitor")(monitor_command)
     app.command("ingest")(ingest_command)
+    app.command("runs")(runs_command)
+    app.command("validate")(validate_command)
 
 
 def _dur(seconds: float) -> str:
@@ -166,7 +170,11 @@ def monitor_command(
     set_: Annotated[Optional[list[str]], Opt("--set", help="Override a config key (repeatable).")] = None,
     total_steps: Annotated[
         Optional[int],
-        Opt("--total-steps", min=1, help="Steps the run will take (when its files do not say)."),
+        Opt(
+            "--total-steps",
+            min=1,
+            help="Steps the run will take (when its files do not say); a finished shorter run is extrapolated to it.",
+        ),
     ] = None,
     confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
     model_dir: Annotated[Optional[Path], Opt("--model-dir", help="Learned model folder.")] = None,
@@ -223,6 +231,13 @@ def _render_monitor(report: Any, console: Any) -> None:
         table.add_row("Predicted", f"step {_iv(s.predicted_step_time_s)}")
     if s.finished:
         table.add_row("Finished", f"in {_dur(s.elapsed_s)} timed")
+    elif report.extrapolated and s.remaining_s is not None and s.total_s is not None:
+        rest = (s.total_steps or 0) - s.steps_done
+        table.add_row(
+            "Extrapolated",
+            f"ran {s.steps_done} of {s.total_steps} steps; the other {rest}: {_iv(s.remaining_s)}",
+        )
+        table.add_row("Whole run", f"{_iv(s.total_s)} timed, at {s.confidence:.0%}")
     elif s.remaining_s is not None:
         weight = f"; prediction weight {s.prior_weight:.0%}" if s.prior_weight is not None else ""
         table.add_row("ETA", f"{_iv(s.remaining_s)} at {s.confidence:.0%}{weight}")
@@ -285,3 +300,228 @@ def ingest_command(
     )
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def runs_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Two or more runs: run folders, perfmodel_run.json, trainer_state.json, Ludwig outputs, CSV/JSONL of step times."
+        ),
+    ],
+    plot: Annotated[
+        Optional[Path],
+        Opt("--plot", help="Draw step time against step (warm-up shaded) into FILE.png/.svg/.pdf."),
+    ] = None,
+    confidence: Annotated[float, Opt("--confidence", help="Confidence level of the ratios.")] = 0.9,
+    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Measured runs side by side: warm-up, stable-phase step time and spread, throughput, memory,
+    total time, and each run's step-time ratio to the first (the measured twin of `compare`)."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.monitor.runs import plot_runs, summarize_runs
+
+    if not 0.5 <= confidence < 1:
+        _common.fail(f"--confidence must be in [0.5, 1); got {confidence}", code=2)
+    summaries = summarize_runs(paths, confidence=confidence)
+    if plot is not None:
+        plot_runs(summaries, plot)
+        _common.stderr_console().print(f"wrote {plot}", markup=False, highlight=False)
+    if json_out:
+        _common.print_json({"confidence_level": confidence, "runs": [s.to_json() for s in summaries]})
+        return
+    _render_runs(summaries, confidence, _common.stdout_console())
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
+def _render_runs(summaries: list[Any], confidence: float, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"perfmodel runs — {len(summaries)} measured runs", title_justify="left")
+    table.add_column("", style="bold")
+    for i, s in enumerate(summaries):
+        table.add_column(f"{chr(65 + i) if i < 26 else i + 1}: {escape(Path(s.label).name or s.label)}")
+
+    def row(name: str, cells: list[str]) -> None:
+        table.add_row(name, *cells)
+
+    row("Format", [escape(s.trace.format) for s in summaries])
+    row(
+        "Steps",
+        [
+            f"{s.timed_steps:,} timed"
+            + (f" of {s.trace.total_steps:,}" if s.trace.total_steps else "")
+            + ("" if s.trace.finished else " [dim](not finished)[/dim]")
+            for s in summaries
+        ],
+    )
+    row(
+        "Warm-up",
+        [
+            f"{s.warmup_steps} step{'s' if s.warmup_steps != 1 else ''} ({_dur(s.warmup_s)})"
+            if s.warmup_steps
+            else "none found"
+            for s in summaries
+        ],
+    )
+    row("Median step", [_dur(s.stable.median_s) if s.stable else "-" for s in summaries])
+    row("Mean step", [_dur(s.stable.mean_s) if s.stable else "-" for s in summaries])
+    row(
+        "Spread p10–p90",
+        [
+            f"{_dur(s.stable.p10_s)} – {_dur(s.stable.p90_s)} (CV {s.stable.cv:.0%})" if s.stable else "-"
+            for s in summaries
+        ],
+    )
+    row("Level shifts", [str(s.level_shifts) for s in summaries])
+    row(
+        "Throughput",
+        [
+            " · ".join(
+                p
+                for p in (
+                    _rate(s.steps_per_s, "steps/s"),
+                    _rate(s.steps_per_s * s.samples_per_step, "samples/s")
+                    if s.steps_per_s and s.samples_per_step
+                    else "",
+                    _rate(s.steps_per_s * s.tokens_per_step, "tokens/s")
+                    if s.steps_per_s and s.tokens_per_step
+                    else "",
+                )
+                if p
+            )
+            for s in summaries
+        ],
+    )
+    row(
+        "Peak memory",
+        [
+            f"{s.trace.peak_memory_gb:.2f} GB [dim]({escape(s.trace.peak_memory_kind or '?')})[/dim]"
+            if s.trace.peak_memory_gb is not None
+            else "not recorded"
+            for s in summaries
+        ],
+    )
+    row("Total (timed)", [_dur(s.total_s) for s in summaries])
+    if len(summaries) > 1:
+        cells = ["1 (the reference)"]
+        for s in summaries[1:]:
+            r = s.ratio
+            cells.append(
+                "-"
+                if r is None
+                else f"x {r.estimate:.3g} [dim]({r.low:.3g}–{r.high:.3g})[/dim] {r.verdict}"
+                + (" [dim](per sample)[/dim]" if r.per == "sample" else "")
+            )
+        row(f"Time vs A ({confidence:.0%})", cells)
+    console.print(table)
+    for i, s in enumerate(summaries):
+        for note in s.notes:
+            console.print(f"[dim]note ({chr(65 + i) if i < 26 else i + 1}):[/dim] {escape(note)}")
+
+
+# --- validate ---------------------------------------------------------------------------------
+
+
+def validate_command(
+    config: Annotated[
+        Path, typer.Argument(help="A Ludwig config (YAML) to run for real, on part of its data.")
+    ],
+    dataset: Annotated[Path, Opt("--dataset", "-d", help="The CSV the config trains on (the full data).")],
+    fraction: Annotated[
+        float, Opt("--fraction", min=0.0, max=1.0, help="Share of the training rows the partial run uses.")
+    ] = 0.1,
+    steps: Annotated[
+        Optional[int], Opt("--steps", min=1, help="Instead of a fraction: train N steps on all of the data.")
+    ] = None,
+    check_full: Annotated[
+        bool, Opt("--check-full", help="Then train the full run too and report the extrapolation's error.")
+    ] = False,
+    confidence: Annotated[float, Opt("--confidence", help="Interval confidence level.")] = 0.9,
+    host_noise: Annotated[
+        float,
+        Opt(
+            "--host-noise",
+            min=0.0,
+            help="Least log sd of this host's speed between two runs (more when the load moves; 0 on a dedicated machine).",
+        ),
+    ] = 0.1,
+    ludwig_python: Annotated[
+        Optional[str], Opt("--ludwig-python", help="Python of a Ludwig venv (default: make ludwig-env's).")
+    ] = None,
+    json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Run the config on a fraction of its data (or N steps) with real Ludwig, then extrapolate to
+    the full run: start-up, preprocessing, warm-up, stable steps, evaluation and checkpoints."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.run.validate import validate_ludwig
+
+    if not 0.5 <= confidence < 1:
+        _common.fail(f"--confidence must be in [0.5, 1); got {confidence}", code=2)
+    if steps is None and not 0 < fraction < 1:
+        _common.fail(f"--fraction must be in (0, 1); got {fraction}", code=2)
+    with _common.stderr_console().status(
+        "training the partial run with Ludwig (then --check-full: the full run)"
+    ):
+        result = validate_ludwig(
+            config,
+            dataset=dataset,
+            fraction=None if steps is not None else fraction,
+            steps=steps,
+            confidence=confidence,
+            host_noise=host_noise,
+            check_full=check_full,
+            python=ludwig_python,
+        )
+    if json_out:
+        _common.print_json(result.to_json())
+    else:
+        render_validation(result, _common.stdout_console())
+
+
+def render_validation(result: Any, console: Any) -> None:
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+    from rich.table import Table
+
+    ex = result.extrapolation
+    part = (
+        f"{result.fraction:.0%} of the training rows"
+        if result.fraction is not None
+        else f"{result.partial_steps} steps"
+    )
+    table = Table(
+        title=f"perfmodel validate — {escape(result.framework)}: {part} ({result.partial_steps} of "
+        f"{result.full_steps:,} steps), intervals at {ex.confidence:.0%}",
+        title_justify="left",
+    )
+    for name in ("Phase", "Measured", "Full run", "Scaled as"):
+        table.add_column(name)
+    for p in ex.phases:
+        table.add_row(escape(p.name), _dur(p.measured_s), _iv(p.full_s), f"[dim]{escape(p.rule)}[/dim]")
+    table.add_row("[bold]Total[/bold]", _dur(result.partial_wall_s), f"[bold]{_iv(ex.total_s)}[/bold]", "")
+    console.print(table)
+    load = result.load_avg
+    if load is not None:
+        console.print(
+            f"[dim]host: load average {load[0]:.1f} → {load[1]:.1f} on {result.cpu_count} cores; "
+            f"host noise {ex.host_noise:.0%}, level-shift risk {ex.level_shift_risk:.1%}[/dim]"
+        )
+    c = result.check
+    if c is not None:
+        verdict = "[green]inside[/green]" if c.inside else "[red]outside[/red]"
+        console.print(
+            f"Full run measured {_dur(c.measured_s)}: the extrapolation was {c.error:+.0%} off, {verdict} its interval"
+        )
+    for note in [*ex.notes, *result.notes]:
+        console.print(f"[dim]note:[/dim] {escape(note)}")

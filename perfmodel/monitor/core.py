@@ -23,6 +23,7 @@ import numpy as np
 from perfmodel.monitor import eta
 from perfmodel.monitor.eta import StepTimePrior
 from perfmodel.monitor.intervals import Intervals
+from perfmodel.monitor.shift_risk import level_shift_risk, widen
 from perfmodel.monitor.utilization import Sampler, UtilSample, UtilStats, bottleneck_hints, summarize
 from perfmodel.prediction import Interval
 
@@ -113,6 +114,9 @@ class EtaSnapshot:
     """Mean step time of the latest interval in s."""
     last_sample: UtilSample | None = None
     """The latest utilisation reading."""
+    level_shift_risk: float = 0.0
+    """Log standard deviation of the run's level after warm-up (`perfmodel.monitor.shift_risk`):
+    the remaining-time interval is never narrower than z times it on either side."""
 
     def to_dict(self) -> dict[str, Any]:
         def iv(x: Interval | None) -> dict[str, float] | None:
@@ -151,6 +155,7 @@ class EtaSnapshot:
             "hints": list(self.hints),
             "finished": self.finished,
             "last_step_time_s": self.last_step_time_s,
+            "level_shift_risk": self.level_shift_risk,
         }
 
 
@@ -197,6 +202,10 @@ class RunMonitor:
         self._last_report: float | None = None
         self._finished = False
         self._prior_dropped = False
+        self.micro_batch: int | None = None
+        """The run's micro-batch (for the batch hint), when known."""
+        self.largest_micro_batch: int | None = None
+        """The largest micro-batch that fits by perfmodel's memory model, when known."""
 
     @classmethod
     def from_prediction(cls, prediction: Any, **kwargs: Any) -> RunMonitor:
@@ -351,8 +360,9 @@ class RunMonitor:
                 True  # once contradicted, the prediction stays out (also after a level shift)
             )
         elapsed = now - self._t0 if self.started else 0.0
+        risk = level_shift_risk(self.intervals, warm) if remaining else 0.0
         rem = (
-            _iv(est.remaining_s)
+            _iv(widen(*est.remaining_s, risk, self.confidence) if est.remaining_s is not None else None)
             if est is not None
             else (Interval(estimate=0.0, low=0.0, high=0.0) if remaining == 0 else None)
         )
@@ -361,7 +371,9 @@ class RunMonitor:
             if rem
             else None
         )
-        util = summarize(self.samples, since_s=self._boundary(start) if self.started and self.samples else None)
+        util = summarize(
+            self.samples, since_s=self._boundary(start) if self.started and self.samples else None
+        )
         p = self.prior
         return EtaSnapshot(
             steps_done=done,
@@ -382,12 +394,18 @@ class RunMonitor:
             finished=self._finished,
             last_step_time_s=self.intervals[-1][1] / self.intervals[-1][0] if len(self.intervals) else None,
             last_sample=self.samples[-1] if self.samples else None,
+            level_shift_risk=risk,
         )
 
     def _hints(
         self, est: eta.RemainingEstimate | None, util: UtilStats | None, observed: StepStats | None
     ) -> list[str]:
-        hints = bottleneck_hints(util, observed.cv if observed and observed.intervals >= 5 else None)
+        hints = bottleneck_hints(
+            util,
+            observed.cv if observed and observed.intervals >= 5 else None,
+            micro_batch=self.micro_batch,
+            largest_micro_batch=self.largest_micro_batch,
+        )
         if self._prior_dropped and self.prior is not None and observed is not None:
             hints.append(
                 f"the measured steps contradict perfmodel's prediction ({self.prior.estimate_s:.3g} s/step predicted, "
@@ -424,7 +442,9 @@ class _Phases:
         if self.scan_end <= len(intervals):  # only the windows the scan still reads
             lo = max(self.stable, self.scan_end - 5 * eta.SHIFT_WINDOW)
             found: list[tuple[int, int]] = []
-            start, end = eta.scan_level_shifts(intervals[lo:].per_step(), self.stable - lo, self.scan_end - lo, found)
+            start, end = eta.scan_level_shifts(
+                intervals[lo:].per_step(), self.stable - lo, self.scan_end - lo, found
+            )
             self.stable, self.scan_end = start + lo, end + lo
             self.events += [(e + lo, s + lo) for e, s in found]
         return self.stable
@@ -459,7 +479,9 @@ def _due(clock: np.ndarray, last: float | None, every_s: float) -> np.ndarray:
     return np.array(due, dtype=np.int64)
 
 
-def _range_moments(intervals: Intervals, lo: np.ndarray, hi: np.ndarray, *, center_at: int = 0) -> eta.LogMoments:
+def _range_moments(
+    intervals: Intervals, lo: np.ndarray, hi: np.ndarray, *, center_at: int = 0
+) -> eta.LogMoments:
     """`eta.LogMoments` of the phases intervals[lo[i]:hi[i]] from prefix sums, computed in blocks
     (memory: a block, not a copy of the run). Log step times are centred on interval
     `center_at`'s (the first stable one), so the sums lose no precision to a common level and
@@ -490,7 +512,10 @@ def _range_moments(intervals: Intervals, lo: np.ndarray, hi: np.ndarray, *, cent
         final = marks >= n
         for name in names:
             at[name][final] = carry[name]
-        y_at = np.log(intervals.seconds[np.minimum(marks, n - 1)] / intervals.steps[np.minimum(marks, n - 1)]) - center
+        y_at = (
+            np.log(intervals.seconds[np.minimum(marks, n - 1)] / intervals.steps[np.minimum(marks, n - 1)])
+            - center
+        )
 
     def value(name: str, where: np.ndarray) -> np.ndarray:
         return at[name][np.searchsorted(marks, where)]

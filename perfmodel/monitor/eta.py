@@ -241,7 +241,9 @@ def _may_shift(t: np.ndarray, end: int, last: int) -> np.ndarray:
     a median of 4 x SHIFT_WINDOW per end."""
     w = SHIFT_WINDOW
     base = end - 5 * w
-    windows = np.partition(np.lib.stride_tricks.sliding_window_view(t[base:last], w), (w // 2 - 1, w // 2), axis=1)
+    windows = np.partition(
+        np.lib.stride_tricks.sliding_window_view(t[base:last], w), (w // 2 - 1, w // 2), axis=1
+    )
     low, high = windows[:, w // 2 - 1], windows[:, w // 2]
     count = last - end + 1
     new = (low[4 * w : 4 * w + count] + high[4 * w : 4 * w + count]) / 2  # the recent window of each end

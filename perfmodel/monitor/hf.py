@@ -22,6 +22,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from perfmodel.monitor.core import EtaSnapshot
+from perfmodel.monitor.display import BarReporter
 from perfmodel.monitor.session import MonitorSession
 
 
@@ -82,15 +83,27 @@ class PerfmodelCallback(TrainerCallback):  # type: ignore[misc]
     """ETA, stable-phase statistics and bottleneck hints for a `transformers.Trainer` run.
     Keywords are those of `perfmodel.monitor.session.MonitorSession` (config, prediction, prior,
     confidence, clock, sampler, reporter, report_every_s, record_path, ...); `seq_len` sizes the
-    automatic prior; `record=False` writes no run record."""
+    automatic prior; `record=False` writes no run record. By default the ETA is a postfix on the
+    Trainer's own progress bar (perfmodel.monitor.display.BarReporter; one line of at most 100
+    characters through tqdm.write with disable_tqdm); `verbose=True` adds the detail lines."""
 
     def __init__(
-        self, config: Any = None, *, seq_len: int | None = None, record: bool = True, **session: Any
+        self,
+        config: Any = None,
+        *,
+        seq_len: int | None = None,
+        record: bool = True,
+        verbose: bool = False,
+        **session: Any,
     ) -> None:
         self.seq_len = seq_len
         self.record = record
         self._record_path = session.pop("record_path", None)
-        self.session = MonitorSession(source="hf-trainer", config=config, framework="hf-eager", **session)
+        if session.get("reporter") is None:
+            session["reporter"] = BarReporter(verbose=verbose)
+        self.session = MonitorSession(
+            source="hf-trainer", config=config, framework="hf-eager", verbose=verbose, **session
+        )
         self.last: EtaSnapshot | None = None
         self.final: EtaSnapshot | None = None
 

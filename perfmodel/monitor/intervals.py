@@ -33,7 +33,9 @@ class Intervals(Sequence[tuple[int, float]]):
         steps_arr = _steps_array(np.empty(0, np.int32) if steps is None else steps)
         seconds_arr = np.asarray(np.empty(0) if seconds is None else seconds, dtype=np.float64)
         if steps_arr.ndim != 1 or steps_arr.shape != seconds_arr.shape:
-            raise ValueError(f"Intervals needs two 1-d arrays of one length; got {steps_arr.shape}, {seconds_arr.shape}")
+            raise ValueError(
+                f"Intervals needs two 1-d arrays of one length; got {steps_arr.shape}, {seconds_arr.shape}"
+            )
         self._steps, self._seconds, self._n = steps_arr, seconds_arr, len(steps_arr)
 
     @classmethod
@@ -113,7 +115,9 @@ class Intervals(Sequence[tuple[int, float]]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Intervals):
-            return bool(np.array_equal(self.steps, other.steps) and np.array_equal(self.seconds, other.seconds))
+            return bool(
+                np.array_equal(self.steps, other.steps) and np.array_equal(self.seconds, other.seconds)
+            )
         if isinstance(other, Sequence) and not isinstance(other, str):
             return len(self) == len(other) and list(self) == list(other)
         return NotImplemented

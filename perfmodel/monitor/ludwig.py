@@ -94,9 +94,13 @@ def _cuda() -> bool:
 class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
     """ETA, stable-phase statistics and hints for a Ludwig training run. Keywords are those of
     `MonitorSession` (config, prediction, prior, confidence, clock, sampler, reporter, ...); the
-    config defaults to the one Ludwig trains. `record=False` writes no run record."""
+    config defaults to the one Ludwig trains. `record=False` writes no run record. Reports are one
+    line of at most 100 characters written with tqdm.write, above Ludwig's own tqdm bar (the
+    detail with `verbose=True`)."""
 
-    def __init__(self, config: Any = None, *, record: bool = True, **session: Any) -> None:
+    def __init__(
+        self, config: Any = None, *, record: bool = True, verbose: bool = False, **session: Any
+    ) -> None:
         self.record = record
         self._record_path = session.pop("record_path", None)
         overrides = list(session.pop("overrides", ()))
@@ -106,7 +110,9 @@ class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
             and not _cuda()
         ):
             overrides.append("hardware.gpu=cpu")  # Ludwig configs never name hardware: this CPU, not an A100
-        self.session = MonitorSession(source="ludwig", config=config, overrides=overrides, **session)
+        self.session = MonitorSession(
+            source="ludwig", config=config, overrides=overrides, verbose=verbose, **session
+        )
         self.last: EtaSnapshot | None = None
         self.final: EtaSnapshot | None = None
         self._epochs = 0

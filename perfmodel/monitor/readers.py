@@ -11,7 +11,8 @@ Formats (`read_trace(path)` detects them):
   `system_resource_usage/<tag>/run_*.json` (`total_execution_time` in microseconds, average CPU
   utilisation) when present; without the profiler, `--follow` times the steps as the file changes;
 - a CSV or JSONL of steps: `step_time_s` (or `duration_s`, `seconds`) per row, or a cumulative
-  `elapsed_s` (or `time_s`, `timestamp`); optional `step`, `gpu_util_pct`, `cpu_util_pct`.
+  `elapsed_s` (or `time_s`, `timestamp`); optional `step`, `gpu_util_pct`, `cpu_util_pct`,
+  `peak_memory_gb` (or `memory_gb`: the largest value is the run's peak).
 
 Every file is opened like a config file (perfmodel.files.open_regular): only a regular file, of at
 most MAX_JSON_BYTES (JSON, parsed whole) or MAX_TABLE_BYTES (step tables, streamed in chunks of
@@ -40,6 +41,7 @@ from perfmodel.monitor.utilization import UtilSample
 
 DURATION_KEYS = ("step_time_s", "duration_s", "seconds", "step_time")
 ELAPSED_KEYS = ("elapsed_s", "time_s", "timestamp", "wall_time_s")
+MEMORY_KEYS = ("peak_memory_gb", "memory_gb")
 MAX_JSON_BYTES = 64 * 2**20
 """Largest JSON progress file read (64 MB: parsed whole, it takes several times that in memory;
 a trainer_state.json of 40,000 log entries is about 8 MB, a run record of a million steps 25 MB)."""
@@ -86,6 +88,10 @@ class RunTrace:
     """Modification time (Unix seconds) of the file that gave the progress."""
     notes: list[str] = field(default_factory=list)
     """What could not be read, and what was assumed."""
+    peak_memory_gb: float | None = None
+    """Peak memory in GB where the files record it (run records; a step table's peak_memory_gb)."""
+    peak_memory_kind: str | None = None
+    """What it measured (cuda-allocated, host-rss, or the step table's column name)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "intervals", Intervals.of(self.intervals))
@@ -152,7 +158,9 @@ def _hf_state(path: Path, state: dict[str, Any], checkpoints: list[tuple[int, fl
         if len(points) >= 3:
             skipped = len(entries) - (len(points) - 1)
             notes = (
-                [f"skipped {skipped} log entr{'y' if skipped == 1 else 'ies'} whose step or {key} is not a number in range"]
+                [
+                    f"skipped {skipped} log entr{'y' if skipped == 1 else 'ies'} whose step or {key} is not a number in range"
+                ]
                 if skipped
                 else []
             )
@@ -212,7 +220,9 @@ def _ludwig(path: Path, progress: dict[str, Any], profiles: list[dict[str, Any]]
     samples: list[UtilSample] = []
     if train and steps:
         run = train[-1]
-        intervals = Intervals.of([(steps, float(run["total_execution_time"]) / 1e6)])  # Ludwig records microseconds
+        intervals = Intervals.of(
+            [(steps, float(run["total_execution_time"]) / 1e6)]
+        )  # Ludwig records microseconds
         cpu = run.get("average_global_cpu_utilization", run.get("average_cpu_utilization"))
         if cpu is not None:
             samples = [UtilSample(t_s=intervals[0][1], cpu_pct=float(cpu), gpu_pct=None)]
@@ -264,6 +274,8 @@ class _StepTable:
         self.steps: list[np.ndarray] = []
         self.seconds: list[np.ndarray] = []
         self.samples: list[UtilSample] = []
+        self.memory_gb: float | None = None
+        """Largest value of a peak_memory_gb / memory_gb column."""
         self.sample_every = 1
 
     def columns(self, names: Sequence[str]) -> None:
@@ -279,6 +291,10 @@ class _StepTable:
 
     def add(self, frame: Any) -> None:
         n = len(frame)
+        memory = _column(frame, MEMORY_KEYS)
+        if memory is not None and np.isfinite(memory).any():
+            top = float(np.nanmax(np.where(np.isfinite(memory), memory, np.nan)))
+            self.memory_gb = top if self.memory_gb is None else max(self.memory_gb, top)
         if self.has_step:
             steps = _column(frame, ("step",))
             assert steps is not None
@@ -332,7 +348,11 @@ class _StepTable:
             return
         self.highest, self.latest = max(self.highest, float(steps.max())), float(time.max())
         if self.point is None:  # the first point starts the clock
-            self.point, self.t0, self.start = (float(steps[0]), float(time[0])), float(time[0]), float(steps[0])
+            self.point, self.t0, self.start = (
+                (float(steps[0]), float(time[0])),
+                float(time[0]),
+                float(steps[0]),
+            )
             self._samples(time[:1] - self.t0, frame[:1])
             steps, time, frame = steps[1:], time[1:], frame[1:]
             if not len(steps):
@@ -370,7 +390,9 @@ class _StepTable:
         if not total:
             return []
         parts = [
-            f"{self.skipped['time']:,} with a missing, NaN, infinite or negative time" if self.skipped["time"] else "",
+            f"{self.skipped['time']:,} with a missing, NaN, infinite or negative time"
+            if self.skipped["time"]
+            else "",
             f"{self.skipped['step']:,} whose step is not a whole number in 0..{MAX_STEP:.0e}"
             if self.skipped["step"]
             else "",
@@ -436,6 +458,8 @@ def _steps_table(path: Path, fmt: str) -> RunTrace:
         samples=table.samples,
         updated_at=path.stat().st_mtime,
         notes=table.notes(),
+        peak_memory_gb=table.memory_gb,
+        peak_memory_kind="step table" if table.memory_gb is not None else None,
     )
 
 
@@ -460,6 +484,8 @@ def _record(path: Path, data: dict[str, Any]) -> RunTrace:
         framework=rec.framework,
         updated_at=path.stat().st_mtime,
         notes=list(rec.notes),
+        peak_memory_gb=rec.peak_memory_gb,
+        peak_memory_kind=rec.peak_memory_kind,
     )
 
 

@@ -7,7 +7,8 @@ One JSON file (`perfmodel_run.json` in the run's output folder by default), writ
      "finished": true, "start_step": 0, "total_steps": 500, "intervals": [[1, 0.52], ...],
      "framework": "hf-eager", "config": {native config} | null,
      "prediction": {"step_time_s": {...}, "confidence_level": 0.9} | null,
-     "hardware": {collectors fingerprint} | null, "notes": [...]}
+     "hardware": {collectors fingerprint} | null, "peak_memory_gb": 1.9 | null,
+     "peak_memory_kind": "cuda-allocated" | "host-rss" | null, "notes": [...]}
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import resource
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,11 @@ class RunRecord:
     """When the record was written (ISO-8601, UTC)."""
     notes: list[str] = field(default_factory=list)
     """Free-text caveats."""
+    peak_memory_gb: float | None = None
+    """Peak memory of the run in GB (10^9 bytes), None when not measured."""
+    peak_memory_kind: str | None = None
+    """What `peak_memory_gb` measured: "cuda-allocated" (torch's peak allocated on the GPU) or
+    "host-rss" (the process's peak resident set)."""
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -74,6 +82,8 @@ class RunRecord:
             "config": self.config,
             "prediction": self.prediction,
             "hardware": self.hardware,
+            "peak_memory_gb": self.peak_memory_gb,
+            "peak_memory_kind": self.peak_memory_kind,
             "notes": list(self.notes),
         }
 
@@ -109,9 +119,36 @@ def record_from_json(data: dict[str, Any], origin: str = "run record") -> RunRec
             hardware=data.get("hardware"),
             created_at=str(data.get("created_at") or ""),
             notes=[str(n) for n in data.get("notes") or []],
+            peak_memory_gb=_positive(data.get("peak_memory_gb")),
+            peak_memory_kind=None if data.get("peak_memory_kind") is None else str(data["peak_memory_kind"]),
         )
     except ValueError as exc:
         raise DataError(f"{origin}: {exc}") from None
+
+
+def _positive(value: Any) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return x if x > 0 and x == x and x != float("inf") else None
+
+
+def peak_memory() -> tuple[float | None, str | None]:
+    """(GB, kind) of this process's peak memory: torch's peak allocated CUDA memory when torch is
+    loaded and has a GPU, else the peak resident set of the process (getrusage; Linux: KiB)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.max_memory_allocated() / 1e9, "cuda-allocated"
+    except Exception:  # noqa: BLE001 - a broken CUDA setup: fall back to the host
+        pass
+    try:
+        rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (OSError, ValueError):
+        return None, None
+    scale = 1.0 if sys.platform == "darwin" else 1024.0  # macOS reports bytes, Linux KiB
+    return rss_kib * scale / 1e9, "host-rss"
 
 
 def write_record(path: str | Path, record: RunRecord) -> Path:

@@ -1,4 +1,6 @@
-"""Where ETA snapshots go: the active MLflow run when there is one, else a compact line on stderr.
+"""Where ETA snapshots go: the active MLflow run when there is one, else one line of at most 100
+characters (`format_short`; the detail `format_line` with verbose=True) written through
+`tqdm.write`, so it lands above a trainer's progress bar instead of inside it.
 
 `AutoReporter` decides per report: an MLflow run is only ever active in a process that imported
 mlflow, so the check never imports it. Metric keys carry their unit (STYLE.md):
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from perfmodel.monitor.core import EtaSnapshot
@@ -72,22 +75,114 @@ def format_line(snap: EtaSnapshot) -> str:
     return "[perfmodel] " + " | ".join(parts)
 
 
-class ConsoleReporter:
-    """Prints a compact line per report (and each kind of hint once) to `stream` (default stderr)."""
+SHORT_WIDTH = 100
+"""Characters of the default one-line report (the detail is `format_line`, under verbose=True)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_eta(snap: EtaSnapshot) -> str:
+    """The ETA part alone: 'ETA 8.2 s (7.8 s-8.6 s)', 'finished in 9.3 s', or '' when unknown."""
+    if snap.finished:
+        return f"finished in {fmt_seconds(snap.elapsed_s)}"
+    rem = snap.remaining_s
+    if rem is None:
+        return ""
+    return f"ETA {fmt_seconds(rem.estimate)} ({fmt_seconds(rem.low)}-{fmt_seconds(rem.high)})"
+
+
+def format_short(snap: EtaSnapshot, width: int = SHORT_WIDTH) -> str:
+    """One line of at most `width` characters: step, mean step time, ETA with its interval, and the
+    busiest resource (`format_line` is the detail)."""
+    total = f"/{snap.total_steps}" if snap.total_steps is not None else ""
+    parts = [f"step {snap.steps_done}{total}"]
+    obs = snap.observed
+    if obs is not None and obs.intervals >= 2:
+        parts.append(f"{_step(obs.mean_s)}/step ±{obs.cv:.0%}")
+    elif snap.predicted_step_time_s is not None:
+        parts.append(f"~{_step(snap.predicted_step_time_s.estimate)}/step predicted")
+    eta = format_eta(snap)
+    if eta:
+        parts.append(eta)
+    util = snap.utilization
+    if util is not None and util.gpu_mean_pct is not None:
+        parts.append(f"GPU {util.gpu_mean_pct:.0f}%")
+    elif util is not None and util.cpu_mean_pct is not None:
+        parts.append(f"CPU {util.cpu_mean_pct:.0f}%")
+    if snap.finished and snap.warmup_steps:
+        parts.append(f"warm-up {snap.warmup_steps} step{'s' if snap.warmup_steps != 1 else ''}")
+    return _fit("[perfmodel] " + " | ".join(parts), width)
+
+
+def format_postfix(snap: EtaSnapshot, width: int = 60) -> str:
+    """What goes after a progress bar that already shows the step count: step time and ETA."""
+    obs = snap.observed
+    parts = [f"{_step(obs.mean_s)}/step"] if obs is not None and obs.intervals >= 2 else []
+    eta = format_eta(snap)
+    if eta:
+        parts.append(f"perfmodel {eta}")
+    return _fit(", ".join(parts), width)
+
+
+def hint_kind(hint: str) -> str:
+    """A hint's kind (its text before the numbers): each kind is shown once."""
+    return re.split(r"[(:]", hint, maxsplit=1)[0]
+
+
+Write = Callable[[str], None]
+
+
+def stream_writer(stream: TextIO | None = None) -> Write:
+    """Writes a line to `stream` (default: stderr, looked up at each write)."""
+
+    def write(line: str) -> None:
+        out = stream or sys.stderr
+        out.write(line + "\n")
+        out.flush()
+
+    return write
+
+
+def tqdm_writer(stream: TextIO | None = None) -> Write:
+    """Writes a line above any live tqdm bar (`tqdm.write`: the bar is cleared, the line printed, the
+    bar redrawn), so a report never splices into a trainer's bar; a plain write without tqdm."""
+    try:
+        # tqdm: the trainers' progress bars (transformers and Ludwig depend on it)
+        from tqdm import tqdm
+    except ImportError:
+        return stream_writer(stream)
+
+    def write(line: str) -> None:
+        tqdm.write(line, file=stream or sys.stderr)
+
+    return write
+
+
+class ConsoleReporter:
+    """A line per report (and each kind of hint once) through `write` (default: `tqdm_writer`,
+    to `stream`, default stderr): the one-line `format_short`, or the detail `format_line` when
+    `verbose`."""
+
+    def __init__(
+        self, stream: TextIO | None = None, *, verbose: bool = False, write: Write | None = None
+    ) -> None:
         self.stream = stream
+        self.verbose = verbose
+        self.write = write or tqdm_writer(stream)
         self._hints: set[str] = set()
 
     def report(self, snapshot: EtaSnapshot, *, final: bool = False) -> None:
-        out = self.stream or sys.stderr
-        out.write(format_line(snapshot) + "\n")
+        self.write(format_line(snapshot) if self.verbose else format_short(snapshot))
+        self.report_hints(snapshot)
+
+    def report_hints(self, snapshot: EtaSnapshot) -> None:
         for hint in snapshot.hints:
-            kind = re.split(r"[(:]", hint, maxsplit=1)[0]  # each kind of hint once (its numbers change)
+            kind = hint_kind(hint)  # each kind of hint once (its numbers change)
             if kind not in self._hints:
                 self._hints.add(kind)
-                out.write(f"[perfmodel] hint: {hint}\n")
-        out.flush()
+                self.write(_fit(f"[perfmodel] hint: {hint}", 10_000 if self.verbose else 4 * SHORT_WIDTH))
 
 
 def active_mlflow_run() -> Any:
@@ -168,8 +263,8 @@ class MlflowReporter:
 class AutoReporter:
     """MLflow when a run is active at report time, else the console line."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.console = ConsoleReporter(stream)
+    def __init__(self, stream: TextIO | None = None, *, verbose: bool = False) -> None:
+        self.console = ConsoleReporter(stream, verbose=verbose)
         self.mlflow = MlflowReporter()
 
     def report(self, snapshot: EtaSnapshot, *, final: bool = False) -> None:

@@ -9,12 +9,29 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfmodel.decide.fit import largest_micro_batch
+from perfmodel.errors import PerfModelError
 from perfmodel.monitor.core import Clock, EtaSnapshot, Reporter, RunMonitor
 from perfmodel.monitor.eta import StepTimePrior
-from perfmodel.monitor.prior import PriorInfo, resolve_prior
-from perfmodel.monitor.record import RunRecord, this_host_fingerprint, write_record
+from perfmodel.monitor.prior import PriorInfo, load_config_workload, resolve_prior
+from perfmodel.monitor.record import RunRecord, peak_memory, this_host_fingerprint, write_record
 from perfmodel.monitor.report import AutoReporter
 from perfmodel.monitor.utilization import Sampler, SystemSampler
+
+
+def batch_limit(config: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """(micro-batch, largest micro-batch that fits) of a native config by perfmodel's memory model
+    (`perfmodel.decide.fit.largest_micro_batch`, the one fit verdict); (None, None) when the config
+    is unknown, cannot be resolved, or its accelerator's memory is not known (a CPU)."""
+    if not config:
+        return None, None
+    try:
+        w = load_config_workload(config)
+        if not float(w.gpu.memory_gb or 0) or w.gpu.vendor == "cpu":
+            return w.training.micro_batch_size, None
+        return w.training.micro_batch_size, largest_micro_batch(w)
+    except (PerfModelError, ValueError, TypeError, KeyError):
+        return None, None
 
 
 class MonitorSession:
@@ -23,7 +40,9 @@ class MonitorSession:
     `config` (a native/Ludwig config path or a native mapping), `prediction` (a PredictedRun) or
     `prior` give the starting prediction; `sampler=None` reads the host with psutil/NVML (pass
     False for none); `reporter=None` reports to the active MLflow run or stderr; `record_path`
-    (a file or folder) receives the run record at `end`."""
+    (a file or folder) receives the run record at `end`; `verbose` gives the default reporter's
+    detail lines instead of one line of at most 100 characters. Once the prior's config is known,
+    the largest micro-batch that fits by perfmodel's memory model is worked out for the batch hint."""
 
     def __init__(
         self,
@@ -43,6 +62,7 @@ class MonitorSession:
         record_path: str | Path | None = None,
         model_dir: str | Path | None = None,
         framework: str | None = None,
+        verbose: bool = False,
     ) -> None:
         self.source = source
         self.confidence = confidence
@@ -59,7 +79,7 @@ class MonitorSession:
             "model_dir": model_dir,
         }
         if reporter is None:
-            reporter = AutoReporter()
+            reporter = AutoReporter(verbose=verbose)
         self.monitor = RunMonitor(
             confidence=confidence,
             clock=clock or time.perf_counter,
@@ -84,6 +104,7 @@ class MonitorSession:
         if not self._resolved:
             self.info = resolve_prior(confidence=self.confidence, **self._prior_args)
             self._resolved = True
+            self.monitor.micro_batch, self.monitor.largest_micro_batch = batch_limit(self.info.config)
         return self.info
 
     def begin(self, total_steps: int | None = None, start_step: int = 0) -> None:
@@ -112,6 +133,7 @@ class MonitorSession:
 
     def to_record(self, *, finished: bool) -> RunRecord:
         m = self.monitor
+        memory_gb, memory_kind = peak_memory()
         return RunRecord(
             source=self.source,
             intervals=list(m.intervals),
@@ -123,4 +145,6 @@ class MonitorSession:
             prediction=self.info.prediction_json(),
             hardware=this_host_fingerprint(),
             notes=list(self.info.notes),
+            peak_memory_gb=memory_gb,
+            peak_memory_kind=memory_kind,
         )

@@ -124,8 +124,27 @@ def summarize(samples: Sequence[UtilSample], since_s: float | None = None) -> Ut
     )
 
 
-def bottleneck_hints(util: UtilStats | None, step_time_cv: float | None = None) -> list[str]:
-    """The module's rules applied to stable-phase utilisation and step-time spread."""
+def batch_advice(micro_batch: int | None, largest: int | None) -> str:
+    """What to do about a small batch, with the largest micro-batch the memory model lets fit."""
+    if largest is None or micro_batch is None:
+        return "try a larger micro-batch or a faster input pipeline"
+    if largest > micro_batch:
+        return (
+            f"micro-batch up to {largest} fits (perfmodel's memory model; now {micro_batch}): raise it, "
+            "or speed up the input pipeline"
+        )
+    return f"micro-batch {micro_batch} is already the largest that fits (memory model): speed up the input pipeline"
+
+
+def bottleneck_hints(
+    util: UtilStats | None,
+    step_time_cv: float | None = None,
+    *,
+    micro_batch: int | None = None,
+    largest_micro_batch: int | None = None,
+) -> list[str]:
+    """The module's rules applied to stable-phase utilisation and step-time spread; the batch hint
+    names the largest micro-batch that fits when it is known (`largest_micro_batch`)."""
     hints: list[str] = []
     if util is not None and util.samples >= MIN_SAMPLES and util.gpu_mean_pct is not None:
         gpu, cpu = util.gpu_mean_pct, util.cpu_mean_pct
@@ -138,7 +157,7 @@ def bottleneck_hints(util: UtilStats | None, step_time_cv: float | None = None) 
             cpu_text = f", CPU {cpu:.0f}%" if cpu is not None else ""
             hints.append(
                 f"GPU busy only {gpu:.0f}% of the time (< {GPU_BUSY_PCT:.0f}%{cpu_text}): the batch is too small or the "
-                "input pipeline too slow; try a larger micro-batch or a faster input pipeline"
+                f"input pipeline too slow; {batch_advice(micro_batch, largest_micro_batch)}"
             )
     if step_time_cv is not None and step_time_cv > NOISY_CV:
         hints.append(

@@ -37,6 +37,9 @@ class MonitorReport:
     """Caveats of the reading and the prior."""
     seconds_since_update: float | None = None
     """Time since the progress file last changed (a stalled run shows here)."""
+    extrapolated: bool = False
+    """The run ended before the step count asked for (`total_steps`): the snapshot's remaining and
+    total times extrapolate its measured steps to that count instead of calling it finished."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +47,7 @@ class MonitorReport:
             "format": self.trace.format,
             "global_step": self.trace.steps_done,
             **self.snapshot.to_dict(),
+            "extrapolated": self.extrapolated,
             "seconds_since_update": self.seconds_since_update,
             "notes": list(self.notes),
         }
@@ -70,10 +74,19 @@ def _prior(
     return PriorInfo(prior=None, notes=["no --config given: the ETA uses observed steps only"])
 
 
+def extrapolates(trace: RunTrace, total_steps: int | None) -> bool:
+    """Whether a run's files describe a run that ended (a partial run: a validation on a fraction,
+    a `max_steps` cap) before `total_steps`, the step count asked for: its measured steps are then
+    extrapolated to that count rather than reported as finished."""
+    return trace.finished and total_steps is not None and total_steps > trace.steps_done
+
+
 def replay(
     trace: RunTrace, info: PriorInfo, *, total_steps: int | None = None, confidence: float = 0.9
 ) -> EtaSnapshot:
-    """The monitor core's snapshot after the trace's intervals (at the time of the last one)."""
+    """The monitor core's snapshot after the trace's intervals (at the time of the last one). A
+    finished trace given a larger `total_steps` (`extrapolates`) is not finished: the snapshot's
+    remaining time is the rest of that count at the stable phase's pace, with its interval."""
     monitor = RunMonitor(
         total_steps=total_steps or trace.total_steps or info.total_steps,
         prior=info.prior,
@@ -86,7 +99,8 @@ def replay(
         monitor.step = max(monitor.step, trace.steps_done)
     monitor.samples = list(trace.samples)
     end = monitor.last_update_at
-    return monitor.finish(now=end) if trace.finished else monitor.snapshot(now=end)
+    finished = trace.finished and not extrapolates(trace, total_steps)
+    return monitor.finish(now=end) if finished else monitor.snapshot(now=end)
 
 
 def monitor_path(
@@ -104,13 +118,24 @@ def monitor_path(
     trace = trace or read_trace(path)
     info = _prior(trace, config, overrides, model_dir, confidence)
     snap = replay(trace, info, total_steps=total_steps, confidence=confidence)
+    extrapolated = extrapolates(trace, total_steps)
     since = (
         None
         if trace.updated_at is None or trace.finished
         else max((now or time.time()) - trace.updated_at, 0.0)
     )
+    notes = [*trace.notes, *info.notes]
+    if extrapolated:
+        notes.append(
+            f"the run ended at step {trace.steps_done}: the other {int(total_steps or 0) - trace.steps_done:,} "
+            f"of {total_steps:,} steps are extrapolated from its stable phase"
+        )
     return MonitorReport(
-        trace=trace, snapshot=snap, notes=[*trace.notes, *info.notes], seconds_since_update=since
+        trace=trace,
+        snapshot=snap,
+        notes=notes,
+        seconds_since_update=since,
+        extrapolated=extrapolated,
     )
 
 

@@ -286,7 +286,17 @@ def probe_workload(
     if keep:
         row_id, shard = _keep(plan, meas, measurement, recorder, fingerprint, dev, out, key, target)
     if record_path is not None:
-        record = str(_write_record(record_path, recorder.times, native, fingerprint, probe_pred))
+        record = str(
+            _write_record(
+                record_path,
+                recorder.times,
+                native,
+                fingerprint,
+                probe_pred,
+                meas.peak_memory_gb,
+                "cuda-allocated" if dev.kind == "cuda" else "host-rss",
+            )
+        )
     return ProbeResult(
         before=before,
         after=after,
@@ -355,7 +365,13 @@ def _keep(
 
 
 def _write_record(
-    path: str | Path, times: list[float], native: dict[str, Any], fingerprint: Any, probe_pred: PredictedRun
+    path: str | Path,
+    times: list[float],
+    native: dict[str, Any],
+    fingerprint: Any,
+    probe_pred: PredictedRun,
+    peak_memory_gb: float | None = None,
+    memory_kind: str | None = None,
 ) -> Path:
     st = probe_pred.step_time_s
     return write_record(
@@ -369,5 +385,7 @@ def _write_record(
             config=native,
             prediction={"step_time_s": st.as_dict(), "confidence_level": probe_pred.confidence_level},
             hardware=fingerprint.to_dict(),
+            peak_memory_gb=peak_memory_gb,
+            peak_memory_kind=memory_kind if peak_memory_gb is not None else None,
         ),
     )
