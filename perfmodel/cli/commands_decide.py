@@ -113,13 +113,35 @@ def sweep_command(
 @_common.run_options(exclude=("config",))
 def compare_command(
     request: RunRequest,
-    configs: list[Path] = typer.Argument(..., help="Configs (native or Ludwig); ratios are to the first."),
+    configs: list[Path] = typer.Argument(None, help="Configs (native or Ludwig); ratios are to the first."),
     variant: list[str] = typer.Option(
         [], "--variant", help="The first config with keys changed: KEY=V[,KEY=V...] (repeatable)."
     ),
     json_out: bool = _JSON,
+    plot: Path = typer.Option(
+        None, "--plot", help="Draw times and paired ratio intervals into FILE.png or FILE.svg."
+    ),
+    calibrate_pairs: bool = typer.Option(
+        False,
+        "--calibrate-pairs",
+        help="Re-measure the paired error correlations from held-out measured pairs (minutes) and write them.",
+    ),
+    pairs_file: Path = typer.Option(
+        None, "--pairs-file", help="With --calibrate-pairs: write here (default: the shipped file)."
+    ),
+    features: Path = typer.Option(
+        None, "--features", help="With --calibrate-pairs: feature table (default: datasets/features.parquet)."
+    ),
 ) -> None:
-    """Configs side by side, with the ratio of times (and costs) to the first and whether the difference exceeds the uncertainty."""
+    """Configs side by side, with the ratio of times (and costs) to the first and whether one is faster (paired interval)."""
+    configs = list(configs or [])
+    if calibrate_pairs:
+        if configs or variant:
+            raise typer.BadParameter("--calibrate-pairs takes no configs or variants", param_hint="--calibrate-pairs")
+        _calibrate_pairs(pairs_file, features, json_out)
+        return
+    if pairs_file is not None or features is not None:
+        raise typer.BadParameter("--pairs-file and --features go with --calibrate-pairs", param_hint="--pairs-file")
     if len(configs) + len(variant) < 2:
         raise typer.BadParameter(
             "give at least two configs, or a config and a --variant", param_hint="CONFIGS"
@@ -129,6 +151,12 @@ def compare_command(
     from perfmodel.decide.compare import compare
 
     result = compare(configs, variants=variant, request=request)
+    if plot is not None:
+        # loaded when the command runs (CLI start-up)
+        from perfmodel.decide.plot import plot_compare
+
+        plot_compare(result, plot)
+        _common.stderr_console().print(f"wrote {plot}")
     if json_out:
         _common.print_json(result.to_json())
         return
@@ -136,6 +164,31 @@ def compare_command(
     from perfmodel.cli.render_decide import render_compare
 
     render_compare(result, _common.stdout_console())
+
+
+def _calibrate_pairs(pairs_file: Path | None, features: Path | None, json_out: bool) -> None:
+    """Held-out predictions of the training data, the pair correlations from them, written."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.decide.pairs import calibrate, held_out_predictions, write_artifact
+    from perfmodel.learn.data import load_training_data
+    from perfmodel.learn.shipped import load_shipped_model
+
+    err = _common.stderr_console()
+    data = load_training_data(features)
+    err.print(f"[dim]{len(data.y):,} training rows; leave-one-source-out predictions (a few minutes)[/dim]")
+    oof = held_out_predictions(data, progress=lambda m: err.print(f"[dim]{m}[/dim]", highlight=False))
+    shipped = load_shipped_model()
+    model = f"folds refitted by this checkout's pipeline; shipped model {shipped.version}" if shipped else ""
+    artifact, _ = calibrate(data, oof, model=model)
+    where = write_artifact(artifact, pairs_file)
+    if json_out:
+        _common.print_json(artifact)
+        return
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.cli.render_decide import render_pair_calibration
+
+    render_pair_calibration(artifact, _common.stdout_console())
+    _common.stdout_console().print(f"wrote {where}")
 
 
 # --- advise ----------------------------------------------------------------------------------------

@@ -247,23 +247,16 @@ def render_compare(result: Any, console: Any) -> None:
         f"intervals at {result.confidence_level:.0%}; ratios to {runs[0].label}",
     )
     console.print(FitWidth(*(_compare_table(result, **layout) for layout in LAYOUTS[:3])))
-    base = runs[0]
-    for r in runs[1:]:
-        ratio = r.time_ratio
-        if ratio.estimate < 1:
-            what = f"{1 / ratio.estimate:.2f}x faster than"
-        else:
-            what = f"{ratio.estimate:.2f}x slower than"
-        verdict = (
-            "larger than the uncertainty"
-            if ratio.significant
-            else "within the uncertainty: the predictions cannot tell them apart"
-        )
-        console.print(
-            f"{escape(r.label)} is {what} {escape(base.label)} (time ratio {ratio.estimate:.2f}, "
-            f"{ratio.low:.2f}–{ratio.high:.2f}): {verdict}"
-        )
-    console.print(f"[dim]ratio intervals: {escape(result.method)}[/dim]")
+    for line in result.verdicts():
+        console.print(escape(line))
+    kinds = sorted({r.time_ratio.kind for r in runs[1:] if r.time_ratio.kind})
+    rhos = ", ".join(
+        f"{k} rho={next(r.time_ratio.rho for r in runs[1:] if r.time_ratio.kind == k):.2f}" for k in kinds
+    )
+    console.print(
+        f"[dim]paired intervals: sqrt(h_a^2 + h_b^2 - 2 rho h_a h_b), rho measured per kind of change on "
+        f"held-out measured pairs ({escape(rhos)}); docs/decide.md[/dim]"
+    )
 
 
 def _print_fields(console: Any, *fields: str) -> None:
@@ -341,3 +334,42 @@ def render_advice(result: Any, console: Any) -> None:
         )
     for note in result.notes:
         console.print(f"[dim]{escape(note)}[/dim]")
+
+
+def render_pair_calibration(artifact: Any, console: Any) -> None:
+    """The pair correlations and their held-out check (`perfmodel compare --calibrate-pairs`)."""
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+
+    check = artifact["heldout"]["90"]
+    render_title(
+        console,
+        "perfmodel paired-comparison calibration",
+        f"{check['all']['pairs']:,} held-out measured pairs from {check['all']['sources']} sources; "
+        "rho at 80/90/95%; check at 90%, each source with rho from the others",
+    )
+    table = compact_table()
+    for name in ("kind", "pairs", "src", "rho 80/90/95", "coverage", "by source", "says so", "indep."):
+        table.add_column(name, justify="left" if name == "kind" else "right")
+    for kind, entry in artifact["kinds"].items():
+        held = entry.get("heldout_90") or {}
+        rho = "/".join(f"{v:.2f}" for v in entry["rho"].values())
+        if entry.get("uses"):
+            rho += f" ({entry['uses']})"
+
+        def pct(v: Any) -> str:
+            return "-" if v is None else f"{v:.0%}"
+
+        table.add_row(
+            escape(kind), f"{entry['pairs']:,}", str(entry["sources"]), escape(rho),
+            pct(held.get("coverage")), pct(held.get("coverage_by_source")),
+            pct(held.get("says_so_0.1")), pct(held.get("says_so_independent_0.1")),
+        )
+    console.print(table)
+    a = check["all"]
+    console.print(
+        f"coverage {a['coverage']:.0%} of pairs ({a['coverage_by_source']:.0%} one vote per source); of "
+        f"{a['differ_by_more_than_0.1']:,} pairs measured more than x1.105 apart, the paired interval says "
+        f"which is faster in {a['says_so_0.1']:.0%} (wrong way {a['wrong_way_0.1']:.1%}; independent "
+        f"errors: {a['says_so_independent_0.1']:.0%})"
+    )
