@@ -190,6 +190,9 @@ def render_sweep(result: Any, console: Any) -> None:
         if p.outcome is None:
             where = ", ".join(_value(p.values[k]) for k in result.keys)
             console.print(f"[red]error[/red] at {escape(where)}: {escape(p.error or 'no prediction')}")
+    winner = result.fastest()
+    if winner is not None:
+        console.print(escape(winner.line))
     if any(p.outcome is not None and p.outcome.extrapolation for p in result.points):
         console.print("[dim]† extrapolates beyond the training data (see --json warnings)[/dim]")
 
@@ -311,6 +314,8 @@ def render_advice(result: Any, console: Any) -> None:
             console.print(f"[bold]{title}:[/bold] [yellow]no option meets the constraints[/yellow]")
             continue
         console.print(f"[bold]{title}[/bold]")
+        if title == "Fastest" and result.first_vs_second():
+            console.print(f"[dim]{escape(result.first_vs_second())}[/dim]")
         for i, opt in enumerate(options, 1):
             o = opt.outcome
             star = " †" if o.extrapolation else ""
@@ -324,6 +329,8 @@ def render_advice(result: Any, console: Any) -> None:
             )
             if opt.tight_memory:
                 console.print("    [yellow]tight: the memory interval's high end does not fit[/yellow]")
+            if opt.vs_current is not None:
+                console.print(f"    [dim]{escape(opt.verdict_vs_current(result.confidence_level))}[/dim]")
             for c in opt.changes:
                 old = escape(_value(c.old)) if c.old is not None else "unset"
                 flag = f"  [dim](perfmodel {escape(c.flag)})[/dim]" if c.flag else ""

@@ -12,12 +12,14 @@ option is the user's config with a few keys changed, resolved and predicted like
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.catalog import get_gpu, resolve_gpu_key
 from perfmodel.config.source import ConfigSource
+from perfmodel.decide.compare import Ratio, paired_ratio, verdict
 from perfmodel.decide.express import current_value, express, flag_text
 from perfmodel.decide.outcome import Outcome
 from perfmodel.decide.screen import screen
@@ -74,6 +76,14 @@ class Option:
     """Within the deadline and the budget (and fits in memory)."""
     tight_memory: bool
     """Fits by the estimate, but the memory interval's high end does not."""
+    vs_current: Ratio | None = None
+    """This option's time / the current config's, paired (`perfmodel.decide.compare.paired_ratio`)."""
+
+    def verdict_vs_current(self, confidence: float) -> str:
+        """Whether this option is faster than the config as it is, by the paired interval."""
+        if self.vs_current is None:
+            return ""
+        return verdict("this option", "the config as it is", self.vs_current, confidence)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +92,7 @@ class Option:
             "native_changes": dict(self.native_changes),
             "meets_constraints": self.meets_constraints,
             "tight_memory": self.tight_memory,
+            "time_ratio_to_current": self.vs_current.to_json() if self.vs_current else None,
             **self.outcome.to_json(),
         }
 
@@ -125,6 +136,16 @@ class Advice:
     notes: tuple[str, ...] = ()
     """What was excluded and why."""
 
+    def first_vs_second(self) -> str:
+        """Whether the fastest option is told apart from the second fastest (paired), in words."""
+        if len(self.by_time) < 2:
+            return ""
+        a, b = self.by_time[0], self.by_time[1]
+        keys = set(a.native_changes) | set(b.native_changes)
+        keys = {k for k in keys if a.native_changes.get(k) != b.native_changes.get(k)}
+        ratio = paired_ratio(b.outcome.total_time_s, a.outcome.total_time_s, keys, self.confidence_level)
+        return verdict("option 1", "option 2", ratio, self.confidence_level)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "config": self.config,
@@ -145,6 +166,7 @@ class Advice:
             "fitting": self.fitting,
             "meeting": self.meeting,
             "predicted": self.predicted,
+            "fastest_vs_next": self.first_vs_second() or None,
             "notes": list(self.notes),
         }
 
@@ -286,6 +308,15 @@ def advise(
         meets_constraints=_meets(current_pred, *constraints),
         tight_memory=current_pred.tight,
     )
+    found = [
+        dataclasses.replace(
+            o,
+            vs_current=paired_ratio(
+                current_pred.total_time_s, o.outcome.total_time_s, o.native_changes, request.confidence
+            ),
+        )
+        for o in found
+    ]
     meeting = [o for o in found if o.meets_constraints]
     if budget_usd is not None:
         unpriced = sorted({o.outcome.gpu for o in found if o.outcome.cost_usd is None})
