@@ -264,6 +264,7 @@ def held_out_predictions(data: Any, progress: Progress | None = None, n_jobs: in
     """Leave-one-source-out predictions of the training data by the shipped pipeline
     (`perfmodel.learn.evaluate.run_splits`, split `loso`): one row per held-out single-node row
     with `row` (its position in `data.kept`), `y`, `pred_model` and `half80/90/95`."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     from perfmodel.learn.evaluate import EvalConfig, run_splits
@@ -277,6 +278,7 @@ def held_out_predictions(data: Any, progress: Progress | None = None, n_jobs: in
 
 
 def _codes(column: Any) -> Any:
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import pandas as pd
 
     values = column.astype(object).where(column.notna(), "<missing>").astype(str)
@@ -288,6 +290,7 @@ def measured_pairs(kept: Any, oof: Any, max_kinds: int = 2, seed: int = 0) -> An
     in two, the model not among them; at most `MAX_PAIRS_PER_SOURCE` per source and kind, sampled
     with `seed`): a frame with the two rows' held-out log errors, half-widths, measured and predicted
     log ratios (time per token, or per sample where there are no tokens) and the pair's kind."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
     import pandas as pd
 
@@ -359,6 +362,7 @@ def measured_pairs(kept: Any, oof: Any, max_kinds: int = 2, seed: int = 0) -> An
 
 def _work_per_step(sub: Any) -> Any:
     """Tokens per optimizer step (samples x seq_len), samples where seq_len is not known."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     def num(name: str, default: float) -> Any:
@@ -377,6 +381,7 @@ def _work_per_step(sub: Any) -> Any:
 
 def _source_weights(sources: Any) -> Any:
     """One vote per source: each pair weighs 1 / (pairs of its source)."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     _, inverse, counts = np.unique(sources, return_inverse=True, return_counts=True)
@@ -384,6 +389,7 @@ def _source_weights(sources: Any) -> Any:
 
 
 def _weighted_quantile(values: Any, q: float, weights: Any) -> float:
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     order = np.argsort(values)
@@ -395,6 +401,7 @@ def _weighted_quantile(values: Any, q: float, weights: Any) -> float:
 
 def rho_star(pairs: Any, level: float) -> Any:
     """Per pair, the largest rho whose paired interval at `level` still covers its measured ratio."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     tag = round(level * 100)
@@ -439,6 +446,7 @@ def evaluate(pairs: Any, level: float = 0.9, noise: tuple[float, ...] = NOISE_LO
     measured ratio differs from 1 by more than each `noise` (log), the share where the paired
     interval excludes 1 on the measured side ("says so"), on the wrong side, and where the
     independent interval (rho = 0) says so."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     tag = round(level * 100)
@@ -488,6 +496,7 @@ def evaluate(pairs: Any, level: float = 0.9, noise: tuple[float, ...] = NOISE_LO
 def calibrate(data: Any, oof: Any, *, model: str = "") -> tuple[dict[str, Any], Any]:
     """The pair-correlation file's content from training data and its held-out predictions
     (`held_out_predictions`), and the pairs it was computed from."""
+    # numpy, pandas, the evaluation: only the calibration needs them (compare loads this module)
     import numpy as np
 
     pairs = measured_pairs(data.kept, oof)
