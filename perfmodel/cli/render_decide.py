@@ -16,10 +16,13 @@ from typing import Any
 
 from perfmodel.cli.render import (
     FitWidth,
+    common_duration_unit,
     compact_table,
     duration_unit,
     duration_value,
+    fmt_count,
     fmt_duration,
+    fmt_duration_ends,
     fmt_usd,
     render_title,
 )
@@ -40,24 +43,17 @@ def _cell(main: str, ends: str, two_lines: bool) -> str:
     return f"{main}{chr(10) if two_lines else ' '}[dim]{ends}[/dim]"
 
 
-def _scaled(iv: Any, units: tuple[tuple[str, float, float], ...], sep: str = "") -> tuple[str, str]:
-    """An interval in the first unit (name, size, from) whose threshold its estimate reaches:
-    ('4.2k', '(1.5–11.5)')."""
-    name, size, _ = next((u for u in units if abs(iv.estimate) >= u[2]), units[-1])
-    return f"{iv.estimate / size:.3g}{sep}{name}", f"({iv.low / size:.3g}–{iv.high / size:.3g})"
+def _count(iv: Any) -> tuple[str, str]:
+    """A count interval, each number with its own suffix (`perfmodel.cli.render.fmt_count`):
+    ('1.01k', '(201–2.57k)')."""
+    return fmt_count(iv.estimate), f"({fmt_count(iv.low)}–{fmt_count(iv.high)})"
 
 
-_COUNT_UNITS = (("M", 1e6, 1e6), ("k", 1e3, 1e3), ("", 1.0, 0.0))
-
-
-def _time(iv: Any) -> tuple[str, str]:
-    """A duration interval in the unit of its estimate (`perfmodel.cli.render.duration_unit`):
-    ('23.7 h', '(14.9–37.7)')."""
-    unit = duration_unit(iv.estimate)
-    return (
-        f"{duration_value(iv.estimate, unit)} {unit}",
-        f"({duration_value(iv.low, unit)}–{duration_value(iv.high, unit)})",
-    )
+def _time(iv: Any, unit: str | None = None) -> tuple[str, str]:
+    """A duration interval in `unit` (default: its estimate's, `perfmodel.cli.render.duration_unit`;
+    tables pass one unit per column or row, `common_duration_unit`): ('23.7 h', '(14.9–37.7)')."""
+    unit = unit or duration_unit(iv.estimate)
+    return f"{duration_value(iv.estimate, unit)} {unit}", fmt_duration_ends(iv, unit)
 
 
 def _usd(iv: Any) -> tuple[str, str]:
@@ -69,8 +65,8 @@ def _usd(iv: Any) -> tuple[str, str]:
 
 def _throughput(o: Any, tokens: bool = True) -> tuple[str, str]:
     if tokens and o.throughput_tokens_per_s is not None:
-        return _scaled(o.throughput_tokens_per_s, _COUNT_UNITS)
-    return _scaled(o.throughput_samples_per_s, _COUNT_UNITS)
+        return _count(o.throughput_tokens_per_s)
+    return _count(o.throughput_samples_per_s)
 
 
 def _rate_name(outcomes: list[Any]) -> tuple[str, bool]:
@@ -135,6 +131,7 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
     columns = [c for c in ("Total time", rate, "Cost", "Device mem", "Fits", "MFU") if c not in drop]
     for col in columns:
         table.add_column(col, justify="right", overflow="fold")
+    unit = common_duration_unit(p.outcome.total_time_s.estimate for p in result.points if p.outcome is not None)
     for i, p in enumerate(result.points):
         keys = [escape(values[k][i]) for k in result.keys]
         o = p.outcome
@@ -142,7 +139,7 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
             table.add_row(*keys, "[red]error[/red]", *([""] * (len(columns) - 1)))
             continue
         star = " †" if o.extrapolation else ""
-        main, ends = _time(o.total_time_s)
+        main, ends = _time(o.total_time_s, unit)
         cells = {
             "Total time": _cell(main + star, ends, two_lines),
             rate: _cell(*_throughput(o, tokens), two_lines),
@@ -214,6 +211,7 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
 
     runs = result.runs
     rate, tokens = _rate_name([r.outcome for r in runs])
+    unit = common_duration_unit(r.outcome.total_time_s.estimate for r in runs)
     table = compact_table() if narrow else _boxed_table()
     table.add_column("", overflow="fold")
     for r in runs:
@@ -221,7 +219,7 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
             escape(_short_label(r.label) if narrow else r.label), justify="right", overflow="fold"
         )
     pairs = [
-        ("Total time", [_time(r.outcome.total_time_s) for r in runs]),
+        ("Total time", [_time(r.outcome.total_time_s, unit) for r in runs]),
         ("Time ratio", [_ratio(r.time_ratio) for r in runs]),
         ("Cost", [_usd(r.outcome.cost_usd) for r in runs]),
         ("Cost ratio", [_ratio(r.cost_ratio) for r in runs]),
