@@ -27,6 +27,7 @@ TOP_KEYS = {"config", "dialect", "varied", "confidence_level", "model", "fastest
 POINT_KEYS = {
     "values",
     "error",
+    "adjusted",
     "total_time_s",
     "step_time_s",
     "throughput_tokens_per_s",

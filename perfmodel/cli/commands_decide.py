@@ -78,6 +78,9 @@ def sweep_command(
     plot: Path = typer.Option(
         None, "--plot", help="Draw time and cost against the first key into FILE.png or FILE.svg."
     ),
+    raw: bool = typer.Option(
+        False, "--raw", help="The model's own predictions, not projected onto the physics along micro-batch and GPU count."
+    ),
 ) -> None:
     """Predict a config over a grid of values of any config keys: time, throughput, cost, memory, fits and MFU."""
     if not vary:
@@ -88,7 +91,7 @@ def sweep_command(
     # loaded when the command runs (CLI start-up)
     from perfmodel.decide.sweep import sweep
 
-    result = sweep(request, vary)
+    result = sweep(request, vary, physics=not raw)
     if plot is not None:
         # loaded when the command runs (CLI start-up)
         from perfmodel.decide.plot import plot_sweep

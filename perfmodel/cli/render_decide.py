@@ -138,7 +138,7 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
         if o is None:  # the error itself is printed below the table
             table.add_row(*keys, "[red]error[/red]", *([""] * (len(columns) - 1)))
             continue
-        star = " †" if o.extrapolation else ""
+        star = (" †" if o.extrapolation else "") + (" ‡" if p.adjusted else "")
         main, ends = _time(o.total_time_s, unit)
         cells = {
             "Total time": _cell(main + star, ends, two_lines),
@@ -192,6 +192,11 @@ def render_sweep(result: Any, console: Any) -> None:
         console.print(escape(winner.line))
     if any(p.outcome is not None and p.outcome.extrapolation for p in result.points):
         console.print("[dim]† extrapolates beyond the training data (see --json warnings)[/dim]")
+    if any(p.adjusted for p in result.points):
+        console.print(
+            "[dim]‡ moved to obey the physics along a key (a larger micro-batch or more data-parallel GPUs never "
+            "take longer; ddp never scales better than linearly): see --json adjusted, --raw for the model's own[/dim]"
+        )
 
 
 def _ratio(r: Any) -> tuple[str, str]:

@@ -12,6 +12,7 @@ instead of stopping the sweep. The learned model is loaded once per process.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import itertools
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from perfmodel.config.overrides import parse_value
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.compare import Ratio, changed_keys, flatten, paired_ratio, verdict
 from perfmodel.decide.outcome import Outcome
+from perfmodel.decide.physics import project
 from perfmodel.errors import ConfigError, PerfModelError, quote
 from perfmodel.prediction import predict_many, predictor_options
 from perfmodel.request import ConfigInput, RunRequest
@@ -73,6 +75,9 @@ class SweepPoint:
     """Why the point has no prediction."""
     resolved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The point's resolved native config, flattened to dotted keys (what a paired ratio compares)."""
+    adjusted: str = ""
+    """Why the prediction was moved to obey the physics along a key (perfmodel/decide/physics.py);
+    '' when it was not."""
 
     @property
     def label(self) -> str:
@@ -80,7 +85,7 @@ class SweepPoint:
 
     def to_json(self) -> dict[str, Any]:
         body = self.outcome.to_json() if self.outcome is not None else dict.fromkeys(Outcome.json_keys())
-        return {"values": dict(self.values), "error": self.error, **body}
+        return {"values": dict(self.values), "error": self.error, "adjusted": self.adjusted or None, **body}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,11 +196,18 @@ class SweepResult:
 
 
 def sweep(
-    config: ConfigInput | RunRequest, vary: Mapping[str, Sequence[Any]] | Sequence[str], /, **options: Any
+    config: ConfigInput | RunRequest,
+    vary: Mapping[str, Sequence[Any]] | Sequence[str],
+    /,
+    *,
+    physics: bool = True,
+    **options: Any,
 ) -> SweepResult:
     """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings);
     `options` are a run request's (`perfmodel.request.RunRequest.of`: overrides, tokens, rows,
-    dataset, price_per_gpu_hour, confidence, model_dir, use_learned, ...), applied to every point."""
+    dataset, price_per_gpu_hour, confidence, model_dir, use_learned, ...), applied to every point.
+    With `physics`, predictions along the micro-batch and the data-parallel GPU count are projected
+    onto the rules of `perfmodel.decide.physics` (each moved point says so in `adjusted`)."""
     request = RunRequest.of(config, **options)
     varied = _varied(vary)
     source = ConfigSource.of(request)
@@ -234,6 +246,12 @@ def sweep(
         points.append(
             SweepPoint(values=values, outcome=Outcome.of(pred), resolved=flatten(workload_to_native(workload)))
         )
+    if physics:
+        moved = project(varied, points, lambda p: p.resolved)
+        points = [
+            dataclasses.replace(p, outcome=moved[i][0], adjusted=moved[i][1]) if i in moved else p
+            for i, p in enumerate(points)
+        ]
     if all(p.outcome is None for p in points):
         raise ConfigError(f"no point of the sweep could be predicted; the first error: {points[0].error}")
     return SweepResult(
