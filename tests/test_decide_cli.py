@@ -209,3 +209,16 @@ def test_python_api_is_lazy_and_typed():
         check=True,
     )
     assert cli.stdout.strip() == "[]"
+
+
+def test_advise_write_writes_the_chosen_option(tmp_path):
+    out = tmp_path / "best.yaml"
+    res = run("advise", "--config", str(EXAMPLE), "--gpus", "H100-SXM", "--max-gpus", "4", "--top", "1",
+              "--write", str(out), "--choose", "cheapest", "--json")
+    assert res.returncode == 0, res.stderr
+    data = strict_json(res.stdout)
+    assert "wrote the cheapest option" in res.stderr
+    cheapest = data["by_cost"][0]
+    assert out.read_text().startswith(f"# written by perfmodel advise from {EXAMPLE.name}: {cheapest['label']}")
+    bad = run("advise", "--config", str(EXAMPLE), "--write", str(out), "--choose", "slowest")
+    assert bad.returncode == 2 and "--choose" in bad.stderr

@@ -203,7 +203,9 @@ def advise_command(
     deadline: str = typer.Option(
         None, "--deadline", help="Finish within this time: 24h, 90m, 2d (a bare number is hours)."
     ),
-    budget: str = typer.Option(None, "--budget", help="Cost at most this many USD."),
+    budget: str = typer.Option(
+        None, "--budget", "--max-cost", help="Cost at most this many USD (also the limit of the fastest ranking)."
+    ),
     gpus: str = typer.Option(
         None,
         "--gpus",
@@ -215,8 +217,16 @@ def advise_command(
         False, "--conservative", help="Apply deadline and budget to the intervals' high ends."
     ),
     json_out: bool = _JSON,
+    write: Path = typer.Option(
+        None, "--write", help="Write the chosen option as a config (the config's own dialect) to FILE.yaml."
+    ),
+    choose: str = typer.Option(
+        "fastest", "--choose", help="With --write: the fastest or the cheapest option (the first of its ranking)."
+    ),
 ) -> None:
     """Search precision, micro-batch, checkpointing, strategy, GPU type and count; rank what fits the deadline and budget by time and by cost."""
+    if choose not in ("fastest", "cheapest"):
+        raise typer.BadParameter("--choose takes fastest or cheapest", param_hint="--choose")
     _lean()
     # loaded when the command runs (CLI start-up)
     from perfmodel.decide.advise import advise
@@ -230,6 +240,16 @@ def advise_command(
         conservative=conservative,
         top=top,
     )
+    if write is not None:
+        # loaded when the command runs (CLI start-up)
+        from perfmodel.config.source import ConfigSource
+        from perfmodel.decide.write import write_option
+
+        ranking = result.by_time if choose == "fastest" else result.by_cost
+        if not ranking:
+            raise ConfigError(f"--write: no {choose} option meets the constraints, nothing to write")
+        where = write_option(ConfigSource.of(request), ranking[0], write, result.confidence_level)
+        _common.stderr_console().print(f"wrote the {choose} option to {where}")
     if json_out:
         _common.print_json(result.to_json())
         return

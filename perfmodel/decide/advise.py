@@ -41,6 +41,9 @@ CONSEQUENCES = ("framework", "hardware.cpu_offload")
 ends DeepSpeed's framework and offload); they show in the option's diff of Ludwig keys."""
 SHORTLIST_FACTOR = 3
 """Options predicted in full per ranking: this many times `top`, taken in the screen's order."""
+FASTEST_COST_FACTOR = 2.0
+"""Without a budget, "fastest" ranks the options that cost at most this many times the cheapest
+one: otherwise the fastest option is always the most GPUs the search allows, at any price."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +138,9 @@ class Advice:
     """Level of every interval."""
     notes: tuple[str, ...] = ()
     """What was excluded and why."""
+    fastest_cost_limit_usd: float | None = None
+    """The cost the fastest ranking stays within: the budget, else `FASTEST_COST_FACTOR` x the
+    cheapest option's cost (None: no price known)."""
 
     def first_vs_second(self) -> str:
         """Whether the fastest option is told apart from the second fastest (paired), in words."""
@@ -157,6 +163,7 @@ class Advice:
                 "global_batch": self.global_batch,
                 "gpus": list(self.gpus),
                 "max_gpus": self.max_gpus,
+                "fastest_cost_limit_usd": self.fastest_cost_limit_usd,
             },
             "confidence_level": self.confidence_level,
             "current": self.current.to_json() if self.current else None,
@@ -277,14 +284,18 @@ def advise(
         if _within(time_s, cost, deadline_s, budget_usd):
             passing.append((native, s))
     inf = float("inf")
+    priced = [s.cost_usd for _, s in passing if s.cost_usd is not None]
+    screen_limit = FASTEST_COST_FACTOR * min(priced) if budget_usd is None and priced else inf
     tried: dict[int, Option | None] = {}
     refused: dict[str, int] = {}
-    for rank in (
-        lambda item: item[1].total_time_s,
-        lambda item: item[1].cost_usd if item[1].cost_usd is not None else inf,
+    for by_time_rank, rank in (
+        (True, lambda item: item[1].total_time_s),
+        (False, lambda item: item[1].cost_usd if item[1].cost_usd is not None else inf),
     ):
         kept = 0  # walk down the ranking until enough options the config's own keys can express
-        for native, _ in sorted(passing, key=rank):
+        for native, screened_option in sorted(passing, key=rank):
+            if by_time_rank and (screened_option.cost_usd if screened_option.cost_usd is not None else 0) > screen_limit:
+                continue
             if kept >= SHORTLIST_FACTOR * top:
                 break
             if id(native) not in tried:
@@ -326,7 +337,17 @@ def advise(
     def cost_key(o: Option) -> float:
         return o.outcome.cost_usd.estimate if o.outcome.cost_usd is not None else inf
 
-    by_time = sorted(meeting, key=lambda o: (o.outcome.total_time_s.estimate, cost_key(o), len(o.changes)))
+    cheapest = min((cost_key(o) for o in meeting), default=inf)
+    limit = budget_usd if budget_usd is not None else (FASTEST_COST_FACTOR * cheapest if cheapest < inf else None)
+    if budget_usd is None and limit is not None:
+        notes.append(
+            f"fastest: options costing at most {FASTEST_COST_FACTOR:g}x the cheapest (${limit:,.0f}); "
+            "give --budget to set the limit, --max-gpus to cap the GPUs"
+        )
+    by_time = sorted(
+        (o for o in meeting if limit is None or o.outcome.cost_usd is None or o.outcome.cost_usd.estimate <= limit),
+        key=lambda o: (o.outcome.total_time_s.estimate, cost_key(o), len(o.changes)),
+    )
     by_cost = sorted(
         (o for o in meeting if o.outcome.cost_usd is not None),
         key=lambda o: (cost_key(o), o.outcome.total_time_s.estimate, len(o.changes)),
@@ -349,4 +370,5 @@ def advise(
         predicted=len(found),
         confidence_level=request.confidence,
         notes=tuple(notes),
+        fastest_cost_limit_usd=limit,
     )
