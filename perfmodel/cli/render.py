@@ -214,7 +214,9 @@ def render_title(console: Any, title: str, details: str = "") -> None:
         console.print(Text(details, style="dim"))
 
 
-def render_prediction(pred: PredictedRun, console: Any) -> None:
+def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -> None:
+    """The prediction card, then its warnings and assumptions: one summary line, or with
+    `explain` every one on its own line."""
     # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
     from rich.table import Table
@@ -279,11 +281,57 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
 
-    for line in w.assumptions:
-        if not line.startswith(WARNING_PREFIX):  # those are in pred.warnings too
+    assumed = [line for line in w.assumptions if not line.startswith(WARNING_PREFIX)]  # those are warnings too
+    if explain:
+        for line in assumed:
             console.print(f"[dim]assumed:[/dim] {escape(line)}")
-    for line in pred.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(line)}")
+        for line in pred.warnings:
+            console.print(f"[yellow]warning:[/yellow] {escape(line)}")
+        return
+    summary = notes_summary(pred.warnings, assumed, console.width)
+    if summary:
+        console.print(summary, highlight=False)
+
+
+def _head(line: str, limit: int = 44) -> str:
+    """The first clause of a note, at most `limit` characters: 'few measured runs like this one'."""
+    first = line.split(";")[0].split(": ")[0].split(" (")[0].strip()
+    if len(first) <= limit:
+        return first
+    return first[: limit + 1].rsplit(" ", 1)[0].rstrip(",")  # whole words
+
+
+def _urgency(line: str) -> int:
+    if line.startswith(("does not fit", "memory is tight")):
+        return 0
+    if any(m in line for m in ("training data", "widened", "few measured runs", "not calibrated")):
+        return 1
+    return 2
+
+
+def notes_summary(warnings: Sequence[str], assumptions: Sequence[str], width: int = 100) -> str:
+    """Warnings and assumptions as one line (Rich markup) of at most `width` cells: how many of
+    each, the first clause of each warning, and where the full list is: '2 warnings: few measured
+    runs like this one; memory is tight · 3 assumptions · --explain lists them'."""
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+    from rich.text import Text
+
+    if not warnings and not assumptions:
+        return ""
+    tail = "[dim] · --explain lists them[/dim]"
+    counted = f" · [dim]{len(assumptions)} assumption{'s' * (len(assumptions) != 1)}[/dim]" if assumptions else ""
+    warnings = sorted(warnings, key=_urgency)  # memory first, then how sure the numbers are
+    n = len(warnings)
+    label = f"[yellow]{n} warning{'s' * (n != 1)}[/yellow]"
+    for limit in (44, 28):
+        for k in range(n, 0, -1):
+            heads = "; ".join(_head(x, limit) for x in warnings[:k]) + (f"; +{n - k} more" if k < n else "")
+            line = f"{label}: {escape(heads)}{counted}{tail}"
+            if Text.from_markup(line).cell_len <= width:
+                return line
+    line = (label + counted if warnings else counted.removeprefix(" · ")) + tail
+    return line
 
 
 def fmt_usd(value: float) -> str:
