@@ -160,18 +160,49 @@ def memory_intervals(m: MemoryBreakdown) -> dict[str, Interval]:
     return {k: Interval(estimate=e, low=lo, high=hi) for k, (lo, e, hi) in m.ranges().items()}
 
 
+def memory_remedies(w: Workload, *, small: bool = False) -> list[str]:
+    """What would lower the memory of `w`, leaving out what it already does (a LoRA config is not
+    told to use LoRA, a checkpointed one not to checkpoint); `small`: only the batch-level ones."""
+    t, par = w.training, w.parallel
+    out = []
+    if t.micro_batch_size > 1:
+        out.append("a smaller micro_batch_size")
+    if not t.activation_checkpointing:
+        out.append("activation checkpointing")
+    if small:
+        return out
+    if t.lora_r is None:
+        out.append("LoRA")
+    elif not t.quantization_bits:
+        out.append("a 4-bit base (QLoRA)")
+    if t.lora_r is None and (t.optimizer_state or "") not in ("8bit", "paged-8bit") and t.optimizer not in ("sgd", "none"):
+        out.append("an 8-bit optimizer")
+    if par.strategy not in ("fsdp", "zero3"):
+        out.append("sharding (fsdp/zero3)" + (" over more GPUs" if par.num_gpus == 1 else ""))
+    elif par.num_gpus == 1 or par.num_gpus < 8:
+        out.append("more GPUs to shard over")
+    return out
+
+
+def _or(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
+
+
 def memory_warnings(v: FitVerdict, w: Workload) -> list[str]:
-    """What a prediction says about its memory verdict."""
+    """What a prediction says about its memory verdict; the remedies it names are ones the run
+    does not use yet (`memory_remedies`)."""
     if not v.capacity_gb or v.verdict == "fits":
         return []
     if v.verdict == "tight":
+        hint = memory_remedies(w, small=True)
         return [
-            f"memory is tight: {v.device_gb:.1f} GB of {v.capacity_gb:.0f} GB per GPU, up to {v.device_high_gb:.1f} GB; "
-            "consider a smaller micro-batch or activation checkpointing"
+            f"memory is tight: {v.device_gb:.1f} GB of {v.capacity_gb:.0f} GB per GPU, up to {v.device_high_gb:.1f} GB"
+            + (f"; consider {_or(hint)}" if hint else "")
         ]
+    hint = memory_remedies(w)
     return [
-        f"does not fit: needs ~{v.device_gb:.1f} GB per GPU, {w.gpu.name} has {v.capacity_gb:.0f} GB; "
-        "try activation checkpointing, a smaller micro_batch_size, LoRA, an 8-bit optimizer, or sharding (fsdp/zero3)"
+        f"does not fit: needs ~{v.device_gb:.1f} GB per GPU, {w.gpu.name} has {v.capacity_gb:.0f} GB"
+        + (f"; try {_or(hint)}" if hint else "")
     ]
 
 

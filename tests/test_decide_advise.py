@@ -158,3 +158,23 @@ def test_options_the_config_cannot_express_are_skipped_not_the_end_of_the_search
     assert result.by_time and result.by_cost
     assert all(o.native_changes.get("hardware.num_gpus", 1) == 1 for o in (*result.by_time, *result.by_cost))
     assert any("requires the 'local' backend" in n for n in result.notes)
+
+
+def test_each_option_carries_its_paired_ratio_to_the_config_as_it_is():
+    from perfmodel.decide.compare import ratio_interval
+    from perfmodel.decide.pairs import kind_of_keys
+
+    result = advise(EXAMPLES / "llama2-7b-lora.yaml", gpus=["A100-80GB", "H100-SXM"], max_gpus=8, top=2)
+    assert result.current is not None and result.by_time
+    for opt in (*result.by_time, *result.by_cost):
+        r = opt.vs_current
+        assert r is not None and r.kind == kind_of_keys(opt.native_changes)
+        assert r.estimate == pytest.approx(
+            opt.outcome.total_time_s.estimate / result.current.outcome.total_time_s.estimate
+        )
+        indep = ratio_interval(result.current.outcome.total_time_s, opt.outcome.total_time_s)
+        assert indep.low <= r.low <= r.estimate <= r.high <= indep.high
+        assert opt.verdict_vs_current(result.confidence_level).startswith("this option")
+        assert opt.to_json()["time_ratio_to_current"]["rho"] == r.rho
+    assert result.first_vs_second().startswith("option 1")
+    assert result.to_json()["fastest_vs_next"] == result.first_vs_second()

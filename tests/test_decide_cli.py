@@ -116,7 +116,10 @@ def test_compare_json(tmp_path):
     data = strict_json(res.stdout)
     assert data["baseline"] == EXAMPLE.name
     a, b = data["runs"]
-    assert a["time_ratio"] == {"estimate": 1.0, "low": 1.0, "high": 1.0, "significant": False}
+    assert a["time_ratio"] == {
+        "estimate": 1.0, "low": 1.0, "high": 1.0, "significant": False, "kind": "same step", "rho": 1.0
+    }
+    assert b["time_ratio"]["kind"] == "gpu" and 0 < b["time_ratio"]["rho"] < 1
     assert b["time_ratio"]["estimate"] == pytest.approx(
         b["total_time_s"]["estimate"] / a["total_time_s"]["estimate"]
     )
@@ -124,8 +127,16 @@ def test_compare_json(tmp_path):
     human = run("compare", str(EXAMPLE), str(other))
     assert human.returncode == 0, human.stderr
     ratio = b["time_ratio"]["estimate"]
-    assert ratio < 1  # the H100 finishes sooner, and the table says by how much
-    assert f"{1 / ratio:.2f}x faster than" in human.stdout
+    assert ratio < 1  # the H100 finishes sooner, and the verdict says by how much
+    assert f"x{1 / ratio:.2f}" in data["verdicts"][0]
+    assert data["verdicts"][0] in " ".join(human.stdout.split())
+
+
+def test_compare_calibrate_pairs_refuses_configs_and_stray_options():
+    res = run("compare", str(EXAMPLE), "--calibrate-pairs")
+    assert res.returncode == 2 and "takes no configs" in res.stderr
+    res = run("compare", str(EXAMPLE), "--variant", "hardware.gpu=H100-SXM", "--pairs-file", "x.json")
+    assert res.returncode == 2 and "--calibrate-pairs" in res.stderr
 
 
 def test_advise_json_and_human_output():
@@ -198,3 +209,16 @@ def test_python_api_is_lazy_and_typed():
         check=True,
     )
     assert cli.stdout.strip() == "[]"
+
+
+def test_advise_write_writes_the_chosen_option(tmp_path):
+    out = tmp_path / "best.yaml"
+    res = run("advise", "--config", str(EXAMPLE), "--gpus", "H100-SXM", "--max-gpus", "4", "--top", "1",
+              "--write", str(out), "--choose", "cheapest", "--json")
+    assert res.returncode == 0, res.stderr
+    data = strict_json(res.stdout)
+    assert "wrote the cheapest option" in res.stderr
+    cheapest = data["by_cost"][0]
+    assert out.read_text().startswith(f"# written by perfmodel advise from {EXAMPLE.name}: {cheapest['label']}")
+    bad = run("advise", "--config", str(EXAMPLE), "--write", str(out), "--choose", "slowest")
+    assert bad.returncode == 2 and "--choose" in bad.stderr

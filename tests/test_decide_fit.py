@@ -284,3 +284,30 @@ def test_peak_memory_alone_is_the_estimates_memory():
     for w in [*_grid(), gbm]:
         assert peak_memory(w) == estimate(w).memory
     assert peak_memory(gbm).total_gb > 0
+
+
+@pytest.mark.parametrize(
+    ("training", "hardware", "absent"),
+    [
+        ({"lora_r": 16}, {}, ["LoRA"]),
+        ({"lora_r": 16, "quantization_bits": 4}, {}, ["LoRA", "4-bit"]),
+        ({"activation_checkpointing": True, "micro_batch_size": 1}, {}, ["activation checkpointing", "micro_batch_size"]),
+        ({}, {"strategy": "fsdp", "num_gpus": 8}, ["sharding (fsdp/zero3)"]),
+        ({"optimizer_state": "8bit"}, {}, ["8-bit optimizer"]),
+    ],
+)
+def test_the_oom_hint_never_suggests_what_the_config_already_does(training, hardware, absent):
+    import dataclasses
+
+    from perfmodel.config import load_workload
+    from perfmodel.prediction import memory_remedies
+
+    w = load_workload(Path(__file__).resolve().parents[1] / "examples" / "llama2-7b-lora.yaml")
+    w = dataclasses.replace(w, training=dataclasses.replace(w.training, **{"lora_r": None, **training}))
+    if hardware:
+        w = dataclasses.replace(w, parallel=dataclasses.replace(w.parallel, **hardware))
+    hints = " ".join(memory_remedies(w)).replace("(QLoRA)", "")  # a quantized base is not LoRA itself
+    for word in absent:
+        assert word not in hints, hints
+    full = dataclasses.replace(w, training=dataclasses.replace(w.training, lora_r=None, quantization_bits=None))
+    assert "LoRA" in " ".join(memory_remedies(full))  # a full fine-tune is told about LoRA

@@ -23,10 +23,11 @@ from perfmodel.prediction import predict
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama2-7b-lora.yaml"
 LUDWIG = ROOT / "examples" / "ludwig-llama2-7b-qlora.yaml"
-TOP_KEYS = {"config", "dialect", "varied", "confidence_level", "model", "points"}
+TOP_KEYS = {"config", "dialect", "varied", "confidence_level", "model", "fastest", "points"}
 POINT_KEYS = {
     "values",
     "error",
+    "adjusted",
     "total_time_s",
     "step_time_s",
     "throughput_tokens_per_s",
@@ -209,3 +210,24 @@ def test_plot_refuses_three_keys_and_unknown_formats(tmp_path):
 def test_outcome_json_keys_match_to_json():
     point = sweep(EXAMPLE, {"training.micro_batch_size": [2]}).points[0]
     assert tuple(point.outcome.to_json()) == point.outcome.json_keys()
+
+
+def test_fastest_is_the_quickest_fitting_point_with_a_paired_verdict_against_the_next():
+    from perfmodel.decide.pairs import load_correlations
+
+    result = sweep(EXAMPLE, {"training.micro_batch_size": [2, 8], "hardware.gpu": ["A100-80GB", "H100-SXM"]})
+    winner = result.fastest()
+    assert winner is not None and winner.runner_up is not None and winner.ratio is not None
+    fitting = sorted(
+        (p for p in result.points if p.outcome is not None and p.outcome.fits_in_memory),
+        key=lambda p: p.outcome.total_time_s.estimate,
+    )
+    assert winner.best is fitting[0] and winner.runner_up is fitting[1]
+    assert winner.ratio.estimate == pytest.approx(
+        fitting[1].outcome.total_time_s.estimate / fitting[0].outcome.total_time_s.estimate
+    )
+    # the two differ in the micro-batch only (both on the H100): that kind's measured rho
+    assert winner.ratio.kind == "micro_batch"
+    assert winner.ratio.rho == load_correlations().rho_for("micro_batch", result.confidence_level)
+    assert winner.line.startswith("fastest that fits: " + winner.best.label)
+    assert result.to_json()["fastest"]["verdict"] == winner.line

@@ -312,6 +312,8 @@ def test_sweep_reads_at_80_columns():
     assert all(len(line.rstrip()) <= 80 for line in lines)
     assert "…" not in text
     assert "Total time" in text
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("fastest that fits: "))
+    lines = lines[:verdict]  # the table (the verdict below it names a point too)
     assert len(_row_lines(lines, "A100-80GB")) == 2 and len(_row_lines(lines, "H100-SXM")) == 2
     for p in result.points:
         unit = re.search(r"\d (ms|s|min|h|days)\b", _row_lines(lines, p.values["hardware.gpu"])[0])
@@ -339,3 +341,33 @@ def test_compare_and_advise_read_at_80_columns():
         m = re.search(r"time [\d.,]+ (\w+) \(", line)
         if m:
             assert m.group(1) in UNIT_S
+
+
+def test_prediction_notes_are_one_summary_line_and_explain_lists_them(prediction):
+    from perfmodel.cli.render import notes_summary, render_prediction
+
+    con = console(80)
+    render_prediction(prediction, con)
+    lines = text_of(con)
+    assert not any(line.startswith(("assumed:", "warning:")) for line in lines)
+    notes = [line for line in lines if "--explain lists them" in line]
+    w = prediction.workload
+    if prediction.warnings or w.assumptions:
+        assert len(notes) == 1 and len(notes[0]) <= 80
+    full = console(80)
+    render_prediction(prediction, full, explain=True)
+    text = " ".join(" ".join(text_of(full)).split())
+    for line in prediction.warnings:
+        assert " ".join(line.split()) in text
+    # the summary fits any width it is given, names the count, and puts memory first
+    warnings = ["few measured runs like this one (3 in regime x): widened x1.25", "does not fit: needs 9 GB"]
+    for width in (40, 60, 80, 120):
+        from rich.text import Text
+
+        line = notes_summary(warnings, ["framework assumed"], width)
+        plain = Text.from_markup(line).plain
+        assert plain.startswith("2 warnings") and "1 assumption" in plain
+        assert len(plain) <= width or plain == "2 warnings · 1 assumption · --explain lists them"
+        if ": " in plain:
+            assert plain.index("does not fit") < plain.find("few measured") or "few measured" not in plain
+    assert notes_summary([], [], 80) == ""

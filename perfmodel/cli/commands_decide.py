@@ -78,6 +78,9 @@ def sweep_command(
     plot: Path = typer.Option(
         None, "--plot", help="Draw time and cost against the first key into FILE.png or FILE.svg."
     ),
+    raw: bool = typer.Option(
+        False, "--raw", help="The model's own predictions, not projected onto the physics along micro-batch and GPU count."
+    ),
 ) -> None:
     """Predict a config over a grid of values of any config keys: time, throughput, cost, memory, fits and MFU."""
     if not vary:
@@ -88,7 +91,7 @@ def sweep_command(
     # loaded when the command runs (CLI start-up)
     from perfmodel.decide.sweep import sweep
 
-    result = sweep(request, vary)
+    result = sweep(request, vary, physics=not raw)
     if plot is not None:
         # loaded when the command runs (CLI start-up)
         from perfmodel.decide.plot import plot_sweep
@@ -113,13 +116,35 @@ def sweep_command(
 @_common.run_options(exclude=("config",))
 def compare_command(
     request: RunRequest,
-    configs: list[Path] = typer.Argument(..., help="Configs (native or Ludwig); ratios are to the first."),
+    configs: list[Path] = typer.Argument(None, help="Configs (native or Ludwig); ratios are to the first."),
     variant: list[str] = typer.Option(
         [], "--variant", help="The first config with keys changed: KEY=V[,KEY=V...] (repeatable)."
     ),
     json_out: bool = _JSON,
+    plot: Path = typer.Option(
+        None, "--plot", help="Draw times and paired ratio intervals into FILE.png or FILE.svg."
+    ),
+    calibrate_pairs: bool = typer.Option(
+        False,
+        "--calibrate-pairs",
+        help="Re-measure the paired error correlations from held-out measured pairs (minutes) and write them.",
+    ),
+    pairs_file: Path = typer.Option(
+        None, "--pairs-file", help="With --calibrate-pairs: write here (default: the shipped file)."
+    ),
+    features: Path = typer.Option(
+        None, "--features", help="With --calibrate-pairs: feature table (default: datasets/features.parquet)."
+    ),
 ) -> None:
-    """Configs side by side, with the ratio of times (and costs) to the first and whether the difference exceeds the uncertainty."""
+    """Configs side by side, with the ratio of times (and costs) to the first and whether one is faster (paired interval)."""
+    configs = list(configs or [])
+    if calibrate_pairs:
+        if configs or variant:
+            raise typer.BadParameter("--calibrate-pairs takes no configs or variants", param_hint="--calibrate-pairs")
+        _calibrate_pairs(pairs_file, features, json_out)
+        return
+    if pairs_file is not None or features is not None:
+        raise typer.BadParameter("--pairs-file and --features go with --calibrate-pairs", param_hint="--pairs-file")
     if len(configs) + len(variant) < 2:
         raise typer.BadParameter(
             "give at least two configs, or a config and a --variant", param_hint="CONFIGS"
@@ -129,6 +154,12 @@ def compare_command(
     from perfmodel.decide.compare import compare
 
     result = compare(configs, variants=variant, request=request)
+    if plot is not None:
+        # loaded when the command runs (CLI start-up)
+        from perfmodel.decide.plot import plot_compare
+
+        plot_compare(result, plot)
+        _common.stderr_console().print(f"wrote {plot}")
     if json_out:
         _common.print_json(result.to_json())
         return
@@ -136,6 +167,31 @@ def compare_command(
     from perfmodel.cli.render_decide import render_compare
 
     render_compare(result, _common.stdout_console())
+
+
+def _calibrate_pairs(pairs_file: Path | None, features: Path | None, json_out: bool) -> None:
+    """Held-out predictions of the training data, the pair correlations from them, written."""
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.decide.pairs import calibrate, held_out_predictions, write_artifact
+    from perfmodel.learn.data import load_training_data
+    from perfmodel.learn.shipped import load_shipped_model
+
+    err = _common.stderr_console()
+    data = load_training_data(features)
+    err.print(f"[dim]{len(data.y):,} training rows; leave-one-source-out predictions (a few minutes)[/dim]")
+    oof = held_out_predictions(data, progress=lambda m: err.print(f"[dim]{m}[/dim]", highlight=False))
+    shipped = load_shipped_model()
+    model = f"folds refitted by this checkout's pipeline; shipped model {shipped.version}" if shipped else ""
+    artifact, _ = calibrate(data, oof, model=model)
+    where = write_artifact(artifact, pairs_file)
+    if json_out:
+        _common.print_json(artifact)
+        return
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.cli.render_decide import render_pair_calibration
+
+    render_pair_calibration(artifact, _common.stdout_console())
+    _common.stdout_console().print(f"wrote {where}")
 
 
 # --- advise ----------------------------------------------------------------------------------------
@@ -147,7 +203,9 @@ def advise_command(
     deadline: str = typer.Option(
         None, "--deadline", help="Finish within this time: 24h, 90m, 2d (a bare number is hours)."
     ),
-    budget: str = typer.Option(None, "--budget", help="Cost at most this many USD."),
+    budget: str = typer.Option(
+        None, "--budget", "--max-cost", help="Cost at most this many USD (also the limit of the fastest ranking)."
+    ),
     gpus: str = typer.Option(
         None,
         "--gpus",
@@ -159,8 +217,16 @@ def advise_command(
         False, "--conservative", help="Apply deadline and budget to the intervals' high ends."
     ),
     json_out: bool = _JSON,
+    write: Path = typer.Option(
+        None, "--write", help="Write the chosen option as a config (the config's own dialect) to FILE.yaml."
+    ),
+    choose: str = typer.Option(
+        "fastest", "--choose", help="With --write: the fastest or the cheapest option (the first of its ranking)."
+    ),
 ) -> None:
     """Search precision, micro-batch, checkpointing, strategy, GPU type and count; rank what fits the deadline and budget by time and by cost."""
+    if choose not in ("fastest", "cheapest"):
+        raise typer.BadParameter("--choose takes fastest or cheapest", param_hint="--choose")
     _lean()
     # loaded when the command runs (CLI start-up)
     from perfmodel.decide.advise import advise
@@ -174,6 +240,16 @@ def advise_command(
         conservative=conservative,
         top=top,
     )
+    if write is not None:
+        # loaded when the command runs (CLI start-up)
+        from perfmodel.config.source import ConfigSource
+        from perfmodel.decide.write import write_option
+
+        ranking = result.by_time if choose == "fastest" else result.by_cost
+        if not ranking:
+            raise ConfigError(f"--write: no {choose} option meets the constraints, nothing to write")
+        where = write_option(ConfigSource.of(request), ranking[0], write, result.confidence_level)
+        _common.stderr_console().print(f"wrote the {choose} option to {where}")
     if json_out:
         _common.print_json(result.to_json())
         return

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
 def predict_command(
     request: RunRequest,
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (the stable JSON contract)."),
+    explain: bool = typer.Option(False, "--explain", help="List every assumption and warning (default: a one-line summary)."),
 ) -> None:
     """Predict throughput, step time, total time, GPU-hours and peak memory for a training run."""
     # loaded when the command runs (CLI start-up)
@@ -30,5 +31,5 @@ def predict_command(
         return
     from perfmodel.cli.render import render_fit_suggestions, render_prediction  # rich: output only
 
-    render_prediction(prediction, _common.stdout_console())
+    render_prediction(prediction, _common.stdout_console(), explain=explain)
     render_fit_suggestions(fits, _common.stdout_console())

@@ -1,5 +1,11 @@
 """Human-readable rendering of predictions (Rich); numbers formatted with units.
 
+The formatter: every duration, count, price and interval the CLI prints goes through the `fmt_*`
+functions here (`fmt_duration`, `fmt_duration_interval`, `common_duration_unit` for one unit per
+table column or row, `fmt_count`, `fmt_count_interval`, `fmt_usd`, `fmt_usd_interval`). They have no
+Rich markup unless asked, so the service and the web page format numbers the same way (import
+them from `perfmodel.cli.render`).
+
 Everything here reads at 80 columns: titles are one short line (details on the next), an interval
 is in the unit of its estimate ("30.8 h (20.1 – 48.0 h)"), and tables that cannot fit a narrow
 terminal fall back to a narrower layout (`FitWidth`) instead of cutting names short.
@@ -64,11 +70,51 @@ def fmt_duration_interval(iv: Interval, markup: bool = True, gap: str = "  ") ->
     return f"{fmt_duration(iv.estimate, unit)}{gap}" + (f"[dim]{ends}[/dim]" if markup else ends)
 
 
+def common_duration_unit(seconds: Iterable[float]) -> str:
+    """One unit for durations shown side by side (a table column or row): the unit of their median
+    (`duration_unit`), so a column never mixes '119 min' and '2.2 h'."""
+    values = sorted(abs(v) for v in seconds)
+    if not values:
+        return "s"
+    return duration_unit(values[(len(values) - 1) // 2])
+
+
+def fmt_duration_ends(iv: Interval, unit: str) -> str:
+    """An interval's ends in `unit`, without it: '(12.1–132)'."""
+    return f"({duration_value(iv.low, unit)}–{duration_value(iv.high, unit)})"
+
+
+COUNT_UNITS: tuple[tuple[str, float], ...] = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3))
+"""Suffixes of large counts, largest first."""
+
+
 def fmt_number(value: float) -> str:
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+    """A count with a spaced suffix, 3 significant digits: '6.75 B', '8.39 M', '512'."""
+    for unit, scale in COUNT_UNITS:
         if abs(value) >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value:.3g}"
+
+
+def _sig3(value: float) -> str:
+    """3 significant digits, trailing zeros kept: '1.00', '2.57', '201', '0.698'."""
+    return "0" if value == 0 else f"{value:#.3g}".rstrip(".")
+
+
+def fmt_count(value: float) -> str:
+    """A count (tokens/s, samples/s) in 3 significant digits, its own suffix on every number:
+    '1.01k', '201', '2.57M', '0.698'; a value that rounds up to the next suffix takes it
+    (999.7 is '1.00k')."""
+    for unit, scale in COUNT_UNITS:
+        if abs(value) >= scale * 0.9995:
+            v = value / scale
+            return f"{_sig3(v)}{unit}" if abs(v) < 999.5 else f"{v:,.0f}{unit}"
+    return _sig3(value)
+
+
+def fmt_count_interval(iv: Interval, gap: str = " ") -> str:
+    """A count with its interval, each end with its own suffix: '1.01k (201–2.57k)'."""
+    return f"{fmt_count(iv.estimate)}{gap}({fmt_count(iv.low)}–{fmt_count(iv.high)})"
 
 
 def fmt_interval(iv: Interval, fmt: Any, unit: str = "") -> str:
@@ -168,7 +214,9 @@ def render_title(console: Any, title: str, details: str = "") -> None:
         console.print(Text(details, style="dim"))
 
 
-def render_prediction(pred: PredictedRun, console: Any) -> None:
+def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -> None:
+    """The prediction card, then its warnings and assumptions: one summary line, or with
+    `explain` every one on its own line."""
     # rich: only output needs it (the CLI's cold start)
     from rich.markup import escape
     from rich.table import Table
@@ -233,16 +281,68 @@ def render_prediction(pred: PredictedRun, console: Any) -> None:
     table.add_row("Bottleneck", bottleneck)
     console.print(table)
 
-    for line in w.assumptions:
-        if not line.startswith(WARNING_PREFIX):  # those are in pred.warnings too
+    assumed = [line for line in w.assumptions if not line.startswith(WARNING_PREFIX)]  # those are warnings too
+    if explain:
+        for line in assumed:
             console.print(f"[dim]assumed:[/dim] {escape(line)}")
-    for line in pred.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(line)}")
+        for line in pred.warnings:
+            console.print(f"[yellow]warning:[/yellow] {escape(line)}")
+        return
+    summary = notes_summary(pred.warnings, assumed, console.width)
+    if summary:
+        console.print(summary, highlight=False)
+
+
+def _head(line: str, limit: int = 44) -> str:
+    """The first clause of a note, at most `limit` characters: 'few measured runs like this one'."""
+    first = line.split(";")[0].split(": ")[0].split(" (")[0].strip()
+    if len(first) <= limit:
+        return first
+    return first[: limit + 1].rsplit(" ", 1)[0].rstrip(",")  # whole words
+
+
+def _urgency(line: str) -> int:
+    if line.startswith(("does not fit", "memory is tight")):
+        return 0
+    if any(m in line for m in ("training data", "widened", "few measured runs", "not calibrated")):
+        return 1
+    return 2
+
+
+def notes_summary(warnings: Sequence[str], assumptions: Sequence[str], width: int = 100) -> str:
+    """Warnings and assumptions as one line (Rich markup) of at most `width` cells: how many of
+    each, the first clause of each warning, and where the full list is: '2 warnings: few measured
+    runs like this one; memory is tight · 3 assumptions · --explain lists them'."""
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+    from rich.text import Text
+
+    if not warnings and not assumptions:
+        return ""
+    tail = "[dim] · --explain lists them[/dim]"
+    counted = f" · [dim]{len(assumptions)} assumption{'s' * (len(assumptions) != 1)}[/dim]" if assumptions else ""
+    warnings = sorted(warnings, key=_urgency)  # memory first, then how sure the numbers are
+    n = len(warnings)
+    label = f"[yellow]{n} warning{'s' * (n != 1)}[/yellow]"
+    for limit in (44, 28):
+        for k in range(n, 0, -1):
+            heads = "; ".join(_head(x, limit) for x in warnings[:k]) + (f"; +{n - k} more" if k < n else "")
+            line = f"{label}: {escape(heads)}{counted}{tail}"
+            if Text.from_markup(line).cell_len <= width:
+                return line
+    line = (label + counted if warnings else counted.removeprefix(" · ")) + tail
+    return line
 
 
 def fmt_usd(value: float) -> str:
     """US dollars, with cents below $10."""
     return f"${value:,.2f}" if abs(value) < 10 else f"${value:,.0f}"
+
+
+def fmt_usd_interval(iv: Interval, gap: str = " ") -> str:
+    """Dollars with the interval's ends in the estimate's precision: '$116 (50–543)', '$4.10 (2.05–8.20)'."""
+    digits = ".2f" if abs(iv.estimate) < 10 else ",.0f"
+    return f"${iv.estimate:{digits}}{gap}({iv.low:{digits}}–{iv.high:{digits}})"
 
 
 def _price_origin(price: Any) -> str:

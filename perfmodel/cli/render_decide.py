@@ -16,10 +16,13 @@ from typing import Any
 
 from perfmodel.cli.render import (
     FitWidth,
+    common_duration_unit,
     compact_table,
     duration_unit,
     duration_value,
+    fmt_count,
     fmt_duration,
+    fmt_duration_ends,
     fmt_usd,
     render_title,
 )
@@ -40,24 +43,17 @@ def _cell(main: str, ends: str, two_lines: bool) -> str:
     return f"{main}{chr(10) if two_lines else ' '}[dim]{ends}[/dim]"
 
 
-def _scaled(iv: Any, units: tuple[tuple[str, float, float], ...], sep: str = "") -> tuple[str, str]:
-    """An interval in the first unit (name, size, from) whose threshold its estimate reaches:
-    ('4.2k', '(1.5–11.5)')."""
-    name, size, _ = next((u for u in units if abs(iv.estimate) >= u[2]), units[-1])
-    return f"{iv.estimate / size:.3g}{sep}{name}", f"({iv.low / size:.3g}–{iv.high / size:.3g})"
+def _count(iv: Any) -> tuple[str, str]:
+    """A count interval, each number with its own suffix (`perfmodel.cli.render.fmt_count`):
+    ('1.01k', '(201–2.57k)')."""
+    return fmt_count(iv.estimate), f"({fmt_count(iv.low)}–{fmt_count(iv.high)})"
 
 
-_COUNT_UNITS = (("M", 1e6, 1e6), ("k", 1e3, 1e3), ("", 1.0, 0.0))
-
-
-def _time(iv: Any) -> tuple[str, str]:
-    """A duration interval in the unit of its estimate (`perfmodel.cli.render.duration_unit`):
-    ('23.7 h', '(14.9–37.7)')."""
-    unit = duration_unit(iv.estimate)
-    return (
-        f"{duration_value(iv.estimate, unit)} {unit}",
-        f"({duration_value(iv.low, unit)}–{duration_value(iv.high, unit)})",
-    )
+def _time(iv: Any, unit: str | None = None) -> tuple[str, str]:
+    """A duration interval in `unit` (default: its estimate's, `perfmodel.cli.render.duration_unit`;
+    tables pass one unit per column or row, `common_duration_unit`): ('23.7 h', '(14.9–37.7)')."""
+    unit = unit or duration_unit(iv.estimate)
+    return f"{duration_value(iv.estimate, unit)} {unit}", fmt_duration_ends(iv, unit)
 
 
 def _usd(iv: Any) -> tuple[str, str]:
@@ -69,8 +65,8 @@ def _usd(iv: Any) -> tuple[str, str]:
 
 def _throughput(o: Any, tokens: bool = True) -> tuple[str, str]:
     if tokens and o.throughput_tokens_per_s is not None:
-        return _scaled(o.throughput_tokens_per_s, _COUNT_UNITS)
-    return _scaled(o.throughput_samples_per_s, _COUNT_UNITS)
+        return _count(o.throughput_tokens_per_s)
+    return _count(o.throughput_samples_per_s)
 
 
 def _rate_name(outcomes: list[Any]) -> tuple[str, bool]:
@@ -135,14 +131,15 @@ def _sweep_table(result: Any, *, narrow: bool, two_lines: bool = False, drop: tu
     columns = [c for c in ("Total time", rate, "Cost", "Device mem", "Fits", "MFU") if c not in drop]
     for col in columns:
         table.add_column(col, justify="right", overflow="fold")
+    unit = common_duration_unit(p.outcome.total_time_s.estimate for p in result.points if p.outcome is not None)
     for i, p in enumerate(result.points):
         keys = [escape(values[k][i]) for k in result.keys]
         o = p.outcome
         if o is None:  # the error itself is printed below the table
             table.add_row(*keys, "[red]error[/red]", *([""] * (len(columns) - 1)))
             continue
-        star = " †" if o.extrapolation else ""
-        main, ends = _time(o.total_time_s)
+        star = (" †" if o.extrapolation else "") + (" ‡" if p.adjusted else "")
+        main, ends = _time(o.total_time_s, unit)
         cells = {
             "Total time": _cell(main + star, ends, two_lines),
             rate: _cell(*_throughput(o, tokens), two_lines),
@@ -190,8 +187,16 @@ def render_sweep(result: Any, console: Any) -> None:
         if p.outcome is None:
             where = ", ".join(_value(p.values[k]) for k in result.keys)
             console.print(f"[red]error[/red] at {escape(where)}: {escape(p.error or 'no prediction')}")
+    winner = result.fastest()
+    if winner is not None:
+        console.print(escape(winner.line))
     if any(p.outcome is not None and p.outcome.extrapolation for p in result.points):
         console.print("[dim]† extrapolates beyond the training data (see --json warnings)[/dim]")
+    if any(p.adjusted for p in result.points):
+        console.print(
+            "[dim]‡ moved to obey the physics along a key (a larger micro-batch or more data-parallel GPUs never "
+            "take longer; ddp never scales better than linearly): see --json adjusted, --raw for the model's own[/dim]"
+        )
 
 
 def _ratio(r: Any) -> tuple[str, str]:
@@ -211,6 +216,7 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
 
     runs = result.runs
     rate, tokens = _rate_name([r.outcome for r in runs])
+    unit = common_duration_unit(r.outcome.total_time_s.estimate for r in runs)
     table = compact_table() if narrow else _boxed_table()
     table.add_column("", overflow="fold")
     for r in runs:
@@ -218,7 +224,7 @@ def _compare_table(result: Any, *, narrow: bool, two_lines: bool = False) -> Any
             escape(_short_label(r.label) if narrow else r.label), justify="right", overflow="fold"
         )
     pairs = [
-        ("Total time", [_time(r.outcome.total_time_s) for r in runs]),
+        ("Total time", [_time(r.outcome.total_time_s, unit) for r in runs]),
         ("Time ratio", [_ratio(r.time_ratio) for r in runs]),
         ("Cost", [_usd(r.outcome.cost_usd) for r in runs]),
         ("Cost ratio", [_ratio(r.cost_ratio) for r in runs]),
@@ -247,23 +253,16 @@ def render_compare(result: Any, console: Any) -> None:
         f"intervals at {result.confidence_level:.0%}; ratios to {runs[0].label}",
     )
     console.print(FitWidth(*(_compare_table(result, **layout) for layout in LAYOUTS[:3])))
-    base = runs[0]
-    for r in runs[1:]:
-        ratio = r.time_ratio
-        if ratio.estimate < 1:
-            what = f"{1 / ratio.estimate:.2f}x faster than"
-        else:
-            what = f"{ratio.estimate:.2f}x slower than"
-        verdict = (
-            "larger than the uncertainty"
-            if ratio.significant
-            else "within the uncertainty: the predictions cannot tell them apart"
-        )
-        console.print(
-            f"{escape(r.label)} is {what} {escape(base.label)} (time ratio {ratio.estimate:.2f}, "
-            f"{ratio.low:.2f}–{ratio.high:.2f}): {verdict}"
-        )
-    console.print(f"[dim]ratio intervals: {escape(result.method)}[/dim]")
+    for line in result.verdicts():
+        console.print(escape(line))
+    kinds = sorted({r.time_ratio.kind for r in runs[1:] if r.time_ratio.kind})
+    rhos = ", ".join(
+        f"{k} rho={next(r.time_ratio.rho for r in runs[1:] if r.time_ratio.kind == k):.2f}" for k in kinds
+    )
+    console.print(
+        f"[dim]paired intervals: sqrt(h_a^2 + h_b^2 - 2 rho h_a h_b), rho measured per kind of change on "
+        f"held-out measured pairs ({escape(rhos)}); docs/decide.md[/dim]"
+    )
 
 
 def _print_fields(console: Any, *fields: str) -> None:
@@ -318,6 +317,8 @@ def render_advice(result: Any, console: Any) -> None:
             console.print(f"[bold]{title}:[/bold] [yellow]no option meets the constraints[/yellow]")
             continue
         console.print(f"[bold]{title}[/bold]")
+        if title == "Fastest" and result.first_vs_second():
+            console.print(f"[dim]{escape(result.first_vs_second())}[/dim]")
         for i, opt in enumerate(options, 1):
             o = opt.outcome
             star = " †" if o.extrapolation else ""
@@ -331,6 +332,8 @@ def render_advice(result: Any, console: Any) -> None:
             )
             if opt.tight_memory:
                 console.print("    [yellow]tight: the memory interval's high end does not fit[/yellow]")
+            if opt.vs_current is not None:
+                console.print(f"    [dim]{escape(opt.verdict_vs_current(result.confidence_level))}[/dim]")
             for c in opt.changes:
                 old = escape(_value(c.old)) if c.old is not None else "unset"
                 flag = f"  [dim](perfmodel {escape(c.flag)})[/dim]" if c.flag else ""
@@ -341,3 +344,42 @@ def render_advice(result: Any, console: Any) -> None:
         )
     for note in result.notes:
         console.print(f"[dim]{escape(note)}[/dim]")
+
+
+def render_pair_calibration(artifact: Any, console: Any) -> None:
+    """The pair correlations and their held-out check (`perfmodel compare --calibrate-pairs`)."""
+    # rich: only output needs it (the CLI's cold start)
+    from rich.markup import escape
+
+    check = artifact["heldout"]["90"]
+    render_title(
+        console,
+        "perfmodel paired-comparison calibration",
+        f"{check['all']['pairs']:,} held-out measured pairs from {check['all']['sources']} sources; "
+        "rho at 80/90/95%; check at 90%, each source with rho from the others",
+    )
+    table = compact_table()
+    for name in ("kind", "pairs", "src", "rho 80/90/95", "coverage", "by source", "says so", "indep."):
+        table.add_column(name, justify="left" if name == "kind" else "right")
+    for kind, entry in artifact["kinds"].items():
+        held = entry.get("heldout_90") or {}
+        rho = "/".join(f"{v:.2f}" for v in entry["rho"].values())
+        if entry.get("uses"):
+            rho += f" ({entry['uses']})"
+
+        def pct(v: Any) -> str:
+            return "-" if v is None else f"{v:.0%}"
+
+        table.add_row(
+            escape(kind), f"{entry['pairs']:,}", str(entry["sources"]), escape(rho),
+            pct(held.get("coverage")), pct(held.get("coverage_by_source")),
+            pct(held.get("says_so_0.1")), pct(held.get("says_so_independent_0.1")),
+        )
+    console.print(table)
+    a = check["all"]
+    console.print(
+        f"coverage {a['coverage']:.0%} of pairs ({a['coverage_by_source']:.0%} one vote per source); of "
+        f"{a['differ_by_more_than_0.1']:,} pairs measured more than x1.105 apart, the paired interval says "
+        f"which is faster in {a['says_so_0.1']:.0%} (wrong way {a['wrong_way_0.1']:.1%}; independent "
+        f"errors: {a['says_so_independent_0.1']:.0%})"
+    )

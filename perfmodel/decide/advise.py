@@ -12,12 +12,14 @@ option is the user's config with a few keys changed, resolved and predicted like
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.catalog import get_gpu, resolve_gpu_key
 from perfmodel.config.source import ConfigSource
+from perfmodel.decide.compare import Ratio, paired_ratio, verdict
 from perfmodel.decide.express import current_value, express, flag_text
 from perfmodel.decide.outcome import Outcome
 from perfmodel.decide.screen import screen
@@ -39,6 +41,9 @@ CONSEQUENCES = ("framework", "hardware.cpu_offload")
 ends DeepSpeed's framework and offload); they show in the option's diff of Ludwig keys."""
 SHORTLIST_FACTOR = 3
 """Options predicted in full per ranking: this many times `top`, taken in the screen's order."""
+FASTEST_COST_FACTOR = 2.0
+"""Without a budget, "fastest" ranks the options that cost at most this many times the cheapest
+one: otherwise the fastest option is always the most GPUs the search allows, at any price."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +79,14 @@ class Option:
     """Within the deadline and the budget (and fits in memory)."""
     tight_memory: bool
     """Fits by the estimate, but the memory interval's high end does not."""
+    vs_current: Ratio | None = None
+    """This option's time / the current config's, paired (`perfmodel.decide.compare.paired_ratio`)."""
+
+    def verdict_vs_current(self, confidence: float) -> str:
+        """Whether this option is faster than the config as it is, by the paired interval."""
+        if self.vs_current is None:
+            return ""
+        return verdict("this option", "the config as it is", self.vs_current, confidence)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +95,7 @@ class Option:
             "native_changes": dict(self.native_changes),
             "meets_constraints": self.meets_constraints,
             "tight_memory": self.tight_memory,
+            "time_ratio_to_current": self.vs_current.to_json() if self.vs_current else None,
             **self.outcome.to_json(),
         }
 
@@ -124,6 +138,19 @@ class Advice:
     """Level of every interval."""
     notes: tuple[str, ...] = ()
     """What was excluded and why."""
+    fastest_cost_limit_usd: float | None = None
+    """The cost the fastest ranking stays within: the budget, else `FASTEST_COST_FACTOR` x the
+    cheapest option's cost (None: no price known)."""
+
+    def first_vs_second(self) -> str:
+        """Whether the fastest option is told apart from the second fastest (paired), in words."""
+        if len(self.by_time) < 2:
+            return ""
+        a, b = self.by_time[0], self.by_time[1]
+        keys = set(a.native_changes) | set(b.native_changes)
+        keys = {k for k in keys if a.native_changes.get(k) != b.native_changes.get(k)}
+        ratio = paired_ratio(b.outcome.total_time_s, a.outcome.total_time_s, keys, self.confidence_level)
+        return verdict("option 1", "option 2", ratio, self.confidence_level)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,6 +163,7 @@ class Advice:
                 "global_batch": self.global_batch,
                 "gpus": list(self.gpus),
                 "max_gpus": self.max_gpus,
+                "fastest_cost_limit_usd": self.fastest_cost_limit_usd,
             },
             "confidence_level": self.confidence_level,
             "current": self.current.to_json() if self.current else None,
@@ -145,6 +173,7 @@ class Advice:
             "fitting": self.fitting,
             "meeting": self.meeting,
             "predicted": self.predicted,
+            "fastest_vs_next": self.first_vs_second() or None,
             "notes": list(self.notes),
         }
 
@@ -255,14 +284,18 @@ def advise(
         if _within(time_s, cost, deadline_s, budget_usd):
             passing.append((native, s))
     inf = float("inf")
+    priced = [s.cost_usd for _, s in passing if s.cost_usd is not None]
+    screen_limit = FASTEST_COST_FACTOR * min(priced) if budget_usd is None and priced else inf
     tried: dict[int, Option | None] = {}
     refused: dict[str, int] = {}
-    for rank in (
-        lambda item: item[1].total_time_s,
-        lambda item: item[1].cost_usd if item[1].cost_usd is not None else inf,
+    for by_time_rank, rank in (
+        (True, lambda item: item[1].total_time_s),
+        (False, lambda item: item[1].cost_usd if item[1].cost_usd is not None else inf),
     ):
         kept = 0  # walk down the ranking until enough options the config's own keys can express
-        for native, _ in sorted(passing, key=rank):
+        for native, screened_option in sorted(passing, key=rank):
+            if by_time_rank and (screened_option.cost_usd if screened_option.cost_usd is not None else 0) > screen_limit:
+                continue
             if kept >= SHORTLIST_FACTOR * top:
                 break
             if id(native) not in tried:
@@ -286,6 +319,15 @@ def advise(
         meets_constraints=_meets(current_pred, *constraints),
         tight_memory=current_pred.tight,
     )
+    found = [
+        dataclasses.replace(
+            o,
+            vs_current=paired_ratio(
+                current_pred.total_time_s, o.outcome.total_time_s, o.native_changes, request.confidence
+            ),
+        )
+        for o in found
+    ]
     meeting = [o for o in found if o.meets_constraints]
     if budget_usd is not None:
         unpriced = sorted({o.outcome.gpu for o in found if o.outcome.cost_usd is None})
@@ -295,7 +337,17 @@ def advise(
     def cost_key(o: Option) -> float:
         return o.outcome.cost_usd.estimate if o.outcome.cost_usd is not None else inf
 
-    by_time = sorted(meeting, key=lambda o: (o.outcome.total_time_s.estimate, cost_key(o), len(o.changes)))
+    cheapest = min((cost_key(o) for o in meeting), default=inf)
+    limit = budget_usd if budget_usd is not None else (FASTEST_COST_FACTOR * cheapest if cheapest < inf else None)
+    if budget_usd is None and limit is not None:
+        notes.append(
+            f"fastest: options costing at most {FASTEST_COST_FACTOR:g}x the cheapest (${limit:,.0f}); "
+            "give --budget to set the limit, --max-gpus to cap the GPUs"
+        )
+    by_time = sorted(
+        (o for o in meeting if limit is None or o.outcome.cost_usd is None or o.outcome.cost_usd.estimate <= limit),
+        key=lambda o: (o.outcome.total_time_s.estimate, cost_key(o), len(o.changes)),
+    )
     by_cost = sorted(
         (o for o in meeting if o.outcome.cost_usd is not None),
         key=lambda o: (cost_key(o), o.outcome.total_time_s.estimate, len(o.changes)),
@@ -318,4 +370,5 @@ def advise(
         predicted=len(found),
         confidence_level=request.confidence,
         notes=tuple(notes),
+        fastest_cost_limit_usd=limit,
     )

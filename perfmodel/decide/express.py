@@ -6,6 +6,7 @@ backend, quantization) they become:
   training.micro_batch_size         -> trainer.batch_size
   training.grad_accum_steps         -> trainer.gradient_accumulation_steps
   training.activation_checkpointing -> trainer.enable_gradient_checkpointing
+  training.quantization_bits        -> quantization.bits (a quantized base, LLM configs)
   training.precision                -> trainer.use_mixed_precision (amp_fp16 on / off), or for a
                                        quantized LLM quantization.bnb_4bit_compute_dtype
   hardware.num_gpus, .strategy      -> backend: {type: ray, trainer: {num_workers: N, strategy:
@@ -82,6 +83,10 @@ def express(
             if mapped is None:
                 return None
             config.update(mapped)
+        elif key == "training.quantization_bits":
+            if value is None:
+                return None  # removing a Ludwig quantization section is not an option advise writes
+            config["quantization.bits"] = value
         elif key in ("hardware.num_gpus", "hardware.strategy"):
             continue
         else:

@@ -1,4 +1,4 @@
-"""The picture of a sweep: total time (and cost, a second panel) against the first varied key,
+"""The pictures of a sweep and of a comparison (`plot_compare`). A sweep: total time (and cost, a second panel) against the first varied key,
 with interval bands, one line per value of the second varied key, and the points that do not fit
 in memory marked. matplotlib (Agg canvas, no pyplot state), imported only here.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perfmodel.decide.compare import Comparison
 from perfmodel.decide.sweep import SweepPoint, SweepResult
 from perfmodel.errors import ConfigError, PerfModelError
 
@@ -55,9 +56,8 @@ def series_of(result: SweepResult) -> dict[str, list[SweepPoint]]:
     return groups
 
 
-def plot_sweep(result: SweepResult, path: str | Path) -> Any:
-    """Draw `result` into `path` (.png, .svg or .pdf); returns the matplotlib Figure."""
-    path = Path(path)
+def _figure_classes(path: Path) -> tuple[Any, Any]:
+    """(Figure, FigureCanvasAgg) after checking `path` can take a plot."""
     if path.suffix.lower() not in FORMATS:
         raise ConfigError(f"--plot {path}: the file must end in {', '.join(FORMATS)}")
     if not path.parent.exists():
@@ -69,6 +69,56 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Any:
         raise PerfModelError(
             "--plot needs matplotlib: pip install 'perfmodel[train]' (or matplotlib)"
         ) from exc
+    return Figure, FigureCanvasAgg
+
+
+def plot_compare(result: Comparison, path: str | Path) -> Any:
+    """Draw a comparison into `path` (.png, .svg or .pdf): left, each config's total time with its
+    interval; right, each config's time ratio to the first with its paired interval (log scale,
+    a line at 1; filled markers where the interval excludes 1). Artists carry gids 'time:<label>'
+    and 'ratio:<label>'. Returns the matplotlib Figure."""
+    path = Path(path)
+    Figure, FigureCanvasAgg = _figure_classes(path)
+    runs = result.runs
+    fig = Figure(figsize=(11, 0.9 + 0.55 * len(runs)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_time, ax_ratio = fig.subplots(1, 2, sharey=True)
+    level = f"{result.confidence_level:.0%}"
+    ys = list(range(len(runs)))[::-1]
+    for y, r in zip(ys, runs, strict=True):
+        iv = r.outcome.total_time_s
+        color = "C3" if not r.outcome.fits_in_memory else "C0"
+        line = ax_time.errorbar(
+            [iv.estimate / HOUR_S], [y],
+            xerr=[[(iv.estimate - iv.low) / HOUR_S], [(iv.high - iv.estimate) / HOUR_S]],
+            fmt="o", color=color, capsize=3,
+        )
+        line[0].set_gid(f"time:{r.label}")
+        ratio = r.time_ratio
+        filled = ratio.significant
+        mark = ax_ratio.errorbar(
+            [ratio.estimate], [y],
+            xerr=[[ratio.estimate - ratio.low], [ratio.high - ratio.estimate]],
+            fmt="o", color="C2" if filled else "0.45", mfc="C2" if filled else "white", capsize=3,
+        )
+        mark[0].set_gid(f"ratio:{r.label}")
+    ax_ratio.axvline(1.0, color="0.3", linewidth=1, linestyle="--")
+    ax_ratio.set_xscale("log")
+    ax_time.set_yticks(ys, [r.label for r in runs])
+    ax_time.set_xlabel(f"total time (h), {level} interval; red: does not fit in memory")
+    ax_ratio.set_xlabel(f"time / {runs[0].label}, {level} paired interval (filled: excludes 1)")
+    for ax in (ax_time, ax_ratio):
+        ax.grid(True, alpha=0.3)
+    ax_time.set_title("Predicted training time")
+    ax_ratio.set_title("Ratio to the first (paired)")
+    fig.savefig(path, dpi=110)
+    return fig
+
+
+def plot_sweep(result: SweepResult, path: str | Path) -> Any:
+    """Draw `result` into `path` (.png, .svg or .pdf); returns the matplotlib Figure."""
+    path = Path(path)
+    Figure, FigureCanvasAgg = _figure_classes(path)
 
     key = result.keys[0]
     xs = result.varied[key]

@@ -1,5 +1,5 @@
-"""The search space of `advise`: for each GPU type x precision x GPU count x strategy x activation
-checkpointing, the largest micro-batch that fits and divides the per-replica batch (the global batch
+"""The search space of `advise`: for each GPU type x precision x quantized base (LoRA: 4 and 8 bits)
+x GPU count x strategy x activation checkpointing, the largest micro-batch that fits and divides the per-replica batch (the global batch
 is kept), pruned by the analytic memory model before anything is predicted."""
 
 from __future__ import annotations
@@ -41,6 +41,22 @@ def _precisions(source: ConfigSource, base: Workload, gpu: Workload) -> list[str
     ]
 
 
+QUANTIZATIONS = (4, 8)
+"""Quantized bases searched for a LoRA fine-tune (QLoRA: 4-bit NF4, or 8-bit), besides its own."""
+
+
+def quantizations(source: ConfigSource, base: Workload) -> list[int | None]:
+    """The base-weight quantizations to search: the config's own, and for a LoRA fine-tune (the
+    frozen base may be quantized; a full fine-tune's weights may not) on a CUDA GPU 4 and 8 bits.
+    A Ludwig config writes them as `quantization.bits` (LLM configs only)."""
+    own = base.training.quantization_bits
+    if not base.training.lora_r or base.gpu.vendor.lower() != "nvidia":
+        return [own]
+    if source.dialect == "ludwig" and str(source.raw.get("model_type") or "").lower() != "llm":
+        return [own]
+    return list(dict.fromkeys((own, *QUANTIZATIONS)))
+
+
 def _counts(base: Workload, max_gpus: int) -> list[int]:
     unit = base.parallel.model_split * base.parallel.context_parallel
     counts = {2**k for k in range(0, 31) if 2**k <= max_gpus} | (
@@ -59,6 +75,8 @@ def describe(w: Workload) -> str:
     ]
     if t.activation_checkpointing:
         parts.append("checkpointing")
+    if t.quantization_bits:
+        parts.append(f"{t.quantization_bits}-bit base" + (" (QLoRA)" if t.quantization_bits == 4 and t.lora_r else ""))
     return "; ".join(parts)
 
 
@@ -75,6 +93,7 @@ def native_diff(base: Workload, w: Workload) -> dict[str, Any]:
             base.training.activation_checkpointing,
             w.training.activation_checkpointing,
         ),
+        "training.quantization_bits": (base.training.quantization_bits, w.training.quantization_bits),
         "training.micro_batch_size": (base.training.micro_batch_size, w.training.micro_batch_size),
         "training.grad_accum_steps": (base.training.grad_accum_steps, w.training.grad_accum_steps),
     }
@@ -95,9 +114,9 @@ def candidates(
         except PerfModelError as exc:
             notes.append(f"{gpu}: skipped ({str(exc).splitlines()[0]})")
             continue
-        for precision in _precisions(source, base, on_gpu):
+        for precision, bits in [(p, q) for p in _precisions(source, base, on_gpu) for q in quantizations(source, on_gpu)]:
             try:
-                w0 = with_training(on_gpu, precision=precision)
+                w0 = with_training(on_gpu, precision=precision, quantization_bits=bits)
             except PerfModelError:
                 continue
             for n in _counts(base, max_gpus):

@@ -12,15 +12,19 @@ instead of stopping the sweep. The learned model is loaded once per process.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from perfmodel.config.native import workload_to_native
 from perfmodel.config.overrides import parse_value
 from perfmodel.config.source import ConfigSource
+from perfmodel.decide.compare import Ratio, changed_keys, flatten, paired_ratio, verdict
 from perfmodel.decide.outcome import Outcome
+from perfmodel.decide.physics import project
 from perfmodel.errors import ConfigError, PerfModelError, quote
 from perfmodel.prediction import predict_many, predictor_options
 from perfmodel.request import ConfigInput, RunRequest
@@ -69,10 +73,39 @@ class SweepPoint:
     """The prediction; None when the point could not be resolved."""
     error: str | None = None
     """Why the point has no prediction."""
+    resolved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The point's resolved native config, flattened to dotted keys (what a paired ratio compares)."""
+    adjusted: str = ""
+    """Why the prediction was moved to obey the physics along a key (perfmodel/decide/physics.py);
+    '' when it was not."""
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values.items())
 
     def to_json(self) -> dict[str, Any]:
         body = self.outcome.to_json() if self.outcome is not None else dict.fromkeys(Outcome.json_keys())
-        return {"values": dict(self.values), "error": self.error, **body}
+        return {"values": dict(self.values), "error": self.error, "adjusted": self.adjusted or None, **body}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Winner:
+    """The fastest point that fits, and whether it is told apart from the next fastest."""
+
+    best: SweepPoint
+    runner_up: SweepPoint | None
+    ratio: Ratio | None
+    """runner-up time / best time, paired (`perfmodel.decide.compare.paired_ratio`)."""
+    line: str
+    """The verdict in words."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "values": dict(self.best.values),
+            "runner_up": dict(self.runner_up.values) if self.runner_up else None,
+            "ratio_to_runner_up": self.ratio.to_json() if self.ratio else None,
+            "verdict": self.line,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,13 +131,38 @@ class SweepResult:
     def keys(self) -> list[str]:
         return list(self.varied)
 
+    def fastest(self) -> Winner | None:
+        """The fastest point that fits in memory (by the estimate), and the paired verdict against
+        the next fastest; None when no point fits."""
+        fitting = sorted(
+            (p for p in self.points if p.outcome is not None and p.outcome.fits_in_memory),
+            key=lambda p: p.outcome.total_time_s.estimate,  # type: ignore[union-attr]
+        )
+        if not fitting:
+            return None
+        best = fitting[0]
+        if len(fitting) == 1:
+            return Winner(best=best, runner_up=None, ratio=None, line=f"fastest that fits: {best.label} (the only one)")
+        second = fitting[1]
+        assert best.outcome is not None and second.outcome is not None
+        ratio = paired_ratio(
+            best.outcome.total_time_s, second.outcome.total_time_s,
+            changed_keys(best.resolved, second.resolved), self.confidence_level,
+        )
+        inverse = Ratio(estimate=1 / ratio.estimate, low=1 / ratio.high, high=1 / ratio.low,
+                        significant=ratio.significant, kind=ratio.kind, rho=ratio.rho)
+        line = "fastest that fits: " + verdict(best.label, second.label, inverse, self.confidence_level)
+        return Winner(best=best, runner_up=second, ratio=ratio, line=line)
+
     def to_json(self) -> dict[str, Any]:
+        winner = self.fastest()
         return {
             "config": self.config,
             "dialect": self.dialect,
             "varied": [{"key": k, "values": list(v)} for k, v in self.varied.items()],
             "confidence_level": self.confidence_level,
             "model": {"kind": self.model_kind, "version": self.model_version},
+            "fastest": winner.to_json() if winner else None,
             "points": [p.to_json() for p in self.points],
         }
 
@@ -138,11 +196,18 @@ class SweepResult:
 
 
 def sweep(
-    config: ConfigInput | RunRequest, vary: Mapping[str, Sequence[Any]] | Sequence[str], /, **options: Any
+    config: ConfigInput | RunRequest,
+    vary: Mapping[str, Sequence[Any]] | Sequence[str],
+    /,
+    *,
+    physics: bool = True,
+    **options: Any,
 ) -> SweepResult:
     """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings);
     `options` are a run request's (`perfmodel.request.RunRequest.of`: overrides, tokens, rows,
-    dataset, price_per_gpu_hour, confidence, model_dir, use_learned, ...), applied to every point."""
+    dataset, price_per_gpu_hour, confidence, model_dir, use_learned, ...), applied to every point.
+    With `physics`, predictions along the micro-batch and the data-parallel GPU count are projected
+    onto the rules of `perfmodel.decide.physics` (each moved point says so in `adjusted`)."""
     request = RunRequest.of(config, **options)
     varied = _varied(vary)
     source = ConfigSource.of(request)
@@ -178,7 +243,15 @@ def sweep(
             points.append(SweepPoint(values=values, outcome=None, error=pred))
             continue
         kind, version = pred.model_kind, pred.model_version
-        points.append(SweepPoint(values=values, outcome=Outcome.of(pred)))
+        points.append(
+            SweepPoint(values=values, outcome=Outcome.of(pred), resolved=flatten(workload_to_native(workload)))
+        )
+    if physics:
+        moved = project(varied, points, lambda p: p.resolved)
+        points = [
+            dataclasses.replace(p, outcome=moved[i][0], adjusted=moved[i][1]) if i in moved else p
+            for i, p in enumerate(points)
+        ]
     if all(p.outcome is None for p in points):
         raise ConfigError(f"no point of the sweep could be predicted; the first error: {points[0].error}")
     return SweepResult(
