@@ -1,5 +1,6 @@
 """Every test, and every process a test starts, keeps `perfmodel train`'s saved models out of the
-checkout: $PERFMODEL_RUNS_DIR points at a temporary folder unless a test sets its own."""
+checkout: $PERFMODEL_RUNS_DIR points at a temporary folder unless a test sets its own; and reads no
+calibration of the machine it runs on: $PERFMODEL_CALIBRATION_DIR points at an empty folder."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 def _runs_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> None:
     if "PERFMODEL_RUNS_DIR" not in os.environ:
         os.environ["PERFMODEL_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
+    if "PERFMODEL_CALIBRATION_DIR" not in os.environ:  # a user's calibrations never move a test's numbers
+        os.environ["PERFMODEL_CALIBRATION_DIR"] = str(tmp_path_factory.mktemp("calibration"))
 
 
 REFERENCE_CPU = ("Intel(R) Xeon(R) Processor", 2, 25.3)

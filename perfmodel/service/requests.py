@@ -71,6 +71,7 @@ class RunOptions(BaseModel):
     price_per_gpu_hour: float | None = Field(None, description=_help("price_per_gpu_hour"))
     confidence: float = Field(0.9, description=_help("confidence"))
     analytic: bool = Field(False, description=_help("analytic"))
+    no_calibration: bool = Field(False, description=_help("no_calibration"))
 
     def options(self) -> dict[str, Any]:
         """The options as `perfmodel.request.RunRequest.of` takes them."""
