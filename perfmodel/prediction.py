@@ -21,7 +21,15 @@ from perfmodel.analytic import AnalyticEstimate, estimate
 from perfmodel.analytic.fit_verdict import FitVerdict, fit_verdict
 from perfmodel.analytic.memory import MemoryBreakdown
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
-from perfmodel.calibration.apply import Adjustment, FittedCalibration, Point, adjust, config_key, coords, kernel_log_ratio
+from perfmodel.calibration.apply import (
+    Adjustment,
+    FittedCalibration,
+    Point,
+    adjust,
+    config_key,
+    coords,
+    step_terms,
+)
 from perfmodel.calibration.record import Calibration, apply_ceilings, load_store, warn_once
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
 from perfmodel.codec import workload_from_row
@@ -367,13 +375,17 @@ def _fitted(
     points = []
     for run, w, p in zip(kept, works, preds, strict=True):
         lf, lb = coords(p.analytic)
+        device, host = step_terms(p.analytic)
         points.append(
             Point(
                 key=config_key(w),
                 log_flops=lf,
                 log_bytes=lb,
                 residual=math.log(run.measured_s / p.step_time_s.estimate),
-                kernel=kernel_log_ratio(p.analytic, cal.kernel_factors, on_cpu),
+                device_s=device,
+                device_factored_s=step_terms(p.analytic, cal.kernel_factors)[0],
+                host_s=host,
+                on_cpu=on_cpu,
                 label=run.label,
                 measured_s=run.measured_s,
                 predicted_s=p.step_time_s.estimate,

@@ -108,26 +108,32 @@ def locality(d: float) -> float:
     return math.exp(-max(0.0, d - WINDOW_DECADES) / SCALE_DECADES)
 
 
-def kernel_log_ratio(est: Any, factors: Mapping[str, KernelFactor], on_cpu: bool) -> float:
-    """log r(est): the kernel factors' change of the step (module docstring); 0 without factors."""
-    if not factors or not est.kernel_seconds:
-        return 0.0
-    base = scaled = 0.0
-    for kind, seconds in est.kernel_seconds:
-        group = _GROUP_OF.get(kind, "memory")
-        f = factors.get(group)
-        base += seconds
-        scaled += seconds * (f.factor if f is not None else 1.0)
-    host = float(est.t_host_s or 0.0)
-    fh = factors.get("host")
-    host_scaled = host * (fh.factor if fh is not None else 1.0)
-    if on_cpu:
-        num, den = scaled + host_scaled, base + host
-    else:
-        num, den = max(scaled, host_scaled), max(base, host)
+def step_terms(est: Any, factors: Mapping[str, KernelFactor] | None = None) -> tuple[float, float]:
+    """(device seconds, host seconds) of one analytic step: its kernels (each group x its factor
+    when `factors` are given) and its host launch time."""
+    device = 0.0
+    for kind, seconds in est.kernel_seconds or ():
+        f = (factors or {}).get(_GROUP_OF.get(kind, "memory"))
+        device += seconds * (f.factor if f is not None else 1.0)
+    return device, float(est.t_host_s or 0.0)
+
+
+def terms_log_ratio(device: float, host: float, base: tuple[float, float], theta: float, on_cpu: bool) -> float:
+    """log r: the step with its host time x e^theta (and its device time as given) over the step
+    as the kernel model composed it (`base`: its own device and host seconds)."""
+    d0, h0 = base
+    h = host * math.exp(theta)
+    num, den = (device + h, d0 + h0) if on_cpu else (max(device, h), max(d0, h0))
     if num <= 0 or den <= 0:
         return 0.0
     return math.log(num / den)
+
+
+def kernel_log_ratio(est: Any, fc: FittedCalibration, on_cpu: bool) -> float:
+    """log r(est) of a fitted calibration (module docstring); 0 without terms."""
+    base = step_terms(est)
+    device = step_terms(est, fc.calibration.kernel_factors)[0] if fc.use_factors else base[0]
+    return terms_log_ratio(device, base[1], base, fc.theta, on_cpu)
 
 
 def student_t_quantile(p: float, dof: float) -> float:
@@ -151,48 +157,88 @@ class Point:
     log_bytes: float
     residual: float
     """e_i: log(measured / uncalibrated prediction)."""
-    kernel: float
-    """log r(est_i)."""
+    device_s: float = 0.0
+    """The kernel model's device seconds of the run's step."""
+    device_factored_s: float = 0.0
+    """The same with the kernel factors applied."""
+    host_s: float = 0.0
+    """Its host launch seconds."""
+    on_cpu: bool = True
     label: str = ""
     measured_s: float = 0.0
     predicted_s: float = 0.0
 
+    def log_ratio(self, theta: float, factored: bool) -> float:
+        device = self.device_factored_s if factored else self.device_s
+        return terms_log_ratio(device, self.host_s, (self.device_s, self.host_s), theta, self.on_cpu)
+
+
+THETA_PRIOR_SD = 1.5
+"""Prior spread (log) of the host factor around the launch-latency benchmark's."""
+_THETA_GRID = [i * 0.02 for i in range(-200, 501)]
+"""log host factors tried (x0.02 to x22000)."""
+
+
+def fit_theta(points: Sequence[Point], prior: float, factored: bool) -> tuple[float, float]:
+    """(theta, residual spread): the log host factor that best explains the runs (least squares
+    in log space with the offset free, plus a normal prior around `prior`); the prior alone
+    with fewer than 2 runs."""
+    if len(points) < 2:
+        return prior, 0.0
+    best, best_loss = prior, math.inf
+    for theta in _THETA_GRID:
+        res = [p.residual - p.log_ratio(theta, factored) for p in points]
+        m = sum(res) / len(res)
+        loss = sum((r - m) ** 2 for r in res) / SIGMA_PRIOR**2 + ((theta - prior) / THETA_PRIOR_SD) ** 2
+        if loss < best_loss:
+            best, best_loss = theta, loss
+    return best, _sd([p.residual - p.log_ratio(best, factored) for p in points])
+
 
 @dataclass(frozen=True, kw_only=True)
 class FittedCalibration:
-    """A calibration with the residuals of its runs against the model that predicts now."""
+    """A calibration with the residuals of its runs against the model that predicts now, and its
+    kernel terms fitted to them."""
 
     calibration: Calibration
     points: tuple[Point, ...]
+    theta: float
+    """log of the host factor (host launch time x e^theta), fitted on the runs."""
     use_factors: bool
-    """Whether the kernel factors lowered the spread of the residuals (then they are applied)."""
+    """Whether the micro-benchmarks' kernel factors lowered the spread of the residuals (then used)."""
     spread: float
-    """Sample spread (log) of the runs' residuals after the kernel factors (0 with < 2 runs)."""
+    """Sample spread (log) of the runs' residuals after the kernel terms (0 with < 2 runs)."""
     spread_without_factors: float
+    """The spread of the raw residuals (no kernel terms)."""
 
     @classmethod
     def of(cls, cal: Calibration, points: Sequence[Point]) -> FittedCalibration:
         pts = tuple(points)
-        raw = [p.residual for p in pts]
-        net = [p.residual - p.kernel for p in pts]
-        s_raw, s_net = _sd(raw), _sd(net)
-        use = bool(cal.kernel_factors) and len(pts) >= 2 and s_net < s_raw
-        return cls(calibration=cal, points=pts, use_factors=use, spread=s_net if use else s_raw, spread_without_factors=s_raw)
+        host = cal.kernel_factors.get("host")
+        prior = math.log(host.factor) if host is not None and host.factor > 0 else 0.0
+        theta, spread = fit_theta(pts, prior, False)
+        use = False
+        if cal.kernel_factors and len(pts) >= 2:
+            theta_f, spread_f = fit_theta(pts, prior, True)
+            if spread_f < spread:
+                theta, spread, use = theta_f, spread_f, True
+        return cls(calibration=cal, points=pts, theta=theta, use_factors=use, spread=spread,
+                   spread_without_factors=_sd([p.residual for p in pts]))  # fmt: skip
 
     @property
     def n(self) -> int:
         return len(self.points)
 
     def residuals(self) -> list[float]:
-        return [p.residual - (p.kernel if self.use_factors else 0.0) for p in self.points]
+        return [p.residual - p.log_ratio(self.theta, self.use_factors) for p in self.points]
 
     def offset(self) -> float:
-        """The mean residual (log) over all runs: the snapshot's log offset."""
+        """The mean residual (log) over all runs after the kernel terms: the snapshot's log offset."""
         r = self.residuals()
         return sum(r) / len(r) if r else 0.0
 
     def at(self, key: str, log_flops: float, log_bytes: float, kernel: float) -> tuple[float, float, float]:
-        """(n(x), C(x), nearest distance) for a query (module docstring)."""
+        """(n(x), C(x), nearest distance) for a query whose log r is `kernel` (module docstring)."""
         q = (key, log_flops, log_bytes)
         n = acc = 0.0
         nearest = math.inf
@@ -204,11 +250,11 @@ class FittedCalibration:
             acc += rho * u
         if n <= 0:
             return 0.0, 0.0, nearest
-        return n, (kernel if self.use_factors else 0.0) + acc / n, nearest
+        return n, kernel + acc / n, nearest
 
     def pooled_sd(self) -> tuple[float, float]:
         """(spread pooled with the prior, its degrees of freedom)."""
-        dof_data = max(self.n - 1, 0)
+        dof_data = max(self.n - 2, 0)  # the offset and the host factor are fitted
         var = (dof_data * self.spread**2 + PRIOR_DOF * SIGMA_PRIOR**2) / (dof_data + PRIOR_DOF)
         return math.sqrt(var), dof_data + PRIOR_DOF
 
@@ -288,7 +334,7 @@ def adjust(
     on_cpu = workload.gpu.vendor == "cpu"
 
     def level(fc: FittedCalibration) -> tuple[float, float, float]:
-        return fc.at(key, lf, lb, kernel_log_ratio(est, fc.calibration.kernel_factors, on_cpu))
+        return fc.at(key, lf, lb, kernel_log_ratio(est, fc, on_cpu))
 
     n_kind = c_kind_acc = 0.0
     nearest = math.inf
