@@ -369,7 +369,7 @@ def _fitted(
             works.append(workload_from_row(run.row, gpu=gpu))
             kept.append(run)
         except Exception as exc:  # noqa: BLE001 - one unreadable run must not stop every prediction
-            warn_once(f"{cal.hardware_id}: a measured run ({run.label}) cannot be read and is left out: {exc}")
+            warn_once(f"calibration {cal.hardware_id}: a measured run ({run.label}) cannot be read and is left out: {exc}")
     preds = predict_many(works, model_dir=model_dir, use_learned=use_learned, use_calibration=False) if works else []
     on_cpu = gpu.vendor == "cpu"
     points = []

@@ -67,8 +67,9 @@ KEY_PENALTY_DECADES = 1.0
 """Distance added when scale, kind of stack or kind of model differ."""
 SIGMA_PRIOR = 0.25
 """Prior spread (log) of one run's residual around its hardware's offset."""
-PRIOR_DOF = 2.0
-"""Degrees of freedom of that prior."""
+PRIOR_DOF = 4.0
+"""Degrees of freedom of that prior (worth four runs: with one or two runs the interval is not
+wider than the prior's t quantile allows)."""
 GROUPS = ("matmul", "attention", "memory")
 """Kernel groups with a factor (plus 'host': the launch latency)."""
 _GROUP_OF = {"matmul": "matmul", "conv": "matmul", "attention": "attention"}

@@ -52,6 +52,8 @@ MAX_EVIDENCE = 200
 """Measured runs kept per calibration (the oldest go first)."""
 CEILING_KEYS = ("hbm_copy_gb_per_s", "launch_latency_s")
 """Ceilings besides the matmul ones ('matmul_<dtype>_tflops')."""
+ROW_DROP = ("step_times_s", "notes", "citation", "source", "collector_version", "gpu_name_raw", "label")
+"""Columns of a measured row a calibration does not keep (the workload and its median stay)."""
 SOURCES = ("calibrate", "probe", "ingest", "collect")
 """Where a measured run came from."""
 
@@ -278,6 +280,45 @@ class Calibration:
         return cal
 
 
+def measured_run(row: Mapping[str, Any], source: str, label: str = "") -> MeasuredRun | None:
+    """A measured row (a slice, a probe, an ingested run) as calibration evidence; None when it
+    has no step time."""
+    t = row.get("step_time_s")
+    if row.get("status", "ok") != "ok" or not _positive_number(t):
+        return None
+    kept = {k: v for k, v in row.items() if k not in ROW_DROP and not is_missing(v)}
+    return MeasuredRun(
+        source=source,
+        label=label or str(row.get("row_id") or row.get("model_name") or ""),
+        at=str(row.get("collected_at") or utc_now()),
+        row=kept,
+        measured_s=float(t),  # type: ignore[arg-type]
+        load_avg_1m=_load_of(row),
+    )
+
+
+def is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _load_of(row: Mapping[str, Any]) -> float | None:
+    notes = str(row.get("notes") or "")
+    marker = "host load average (1 min) "
+    if marker in notes:
+        try:
+            return float(notes.split(marker, 1)[1].split()[0])
+        except (ValueError, IndexError):
+            return None
+    return None
+
+
+def _positive_number(value: Any) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value)) and float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 def _run_key(run: MeasuredRun) -> tuple[str, str, float]:
     return run.label, json.dumps(run.row, sort_keys=True, default=str), round(run.measured_s, 9)
 
@@ -422,13 +463,14 @@ def _load_store(root: str, stamps: tuple[tuple[str, int, int], ...]) -> Calibrat
             continue
         found.append(cal)
     for line in problems:
-        warn_once(line)
+        warn_once(f"calibration not used (the prediction is the uncalibrated one): {line}")
     return CalibrationStore(folder=Path(root), calibrations=tuple(found), problems=tuple(problems))
 
 
 @functools.lru_cache(maxsize=256)
 def warn_once(line: str) -> None:
-    _log.warning("warning: calibration not used (the prediction is the uncalibrated one): %s", line)
+    """One warning line on stderr (logger `perfmodel.calibration`), once per process."""
+    _log.warning("warning: %s", line)
 
 
 def _installed_torch_version() -> str | None:
@@ -475,7 +517,7 @@ def add_runs(
         cal = read_calibration(path)
     except CalibrationFileError:
         if path.exists():  # damaged or another version: replaced by a fresh one, said once
-            warn_once(f"{path}: unreadable, a new calibration holding only the new run replaces it")
+            warn_once(f"calibration {path} is unreadable: a new one holding only the new run replaces it")
         now = utc_now()
         cal = Calibration(
             hardware_id=hw,
@@ -491,3 +533,16 @@ def add_runs(
     if len(cal.runs) == before and before < MAX_EVIDENCE:
         return None
     return write_calibration(cal, path)
+
+
+def add_evidence(fingerprint: Mapping[str, Any], row: Mapping[str, Any], source: str, label: str = "") -> Path | None:
+    """Add one measured row (a probe's, an ingested run's) to its hardware's calibration; never
+    fails the caller: a calibration that cannot be written is one warning. The file written, or None."""
+    run = measured_run(row, source, label)
+    if run is None:
+        return None
+    try:
+        return add_runs(fingerprint, [run])
+    except (OSError, KeyError, ValueError) as exc:
+        warn_once(f"the measured run could not be added to the calibration of {fingerprint.get('hardware_id')}: {exc}")
+        return None

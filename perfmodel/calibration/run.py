@@ -39,9 +39,10 @@ from perfmodel.calibration.apply import SHRINK_RUNS, FittedCalibration, shrink_w
 from perfmodel.calibration.record import (
     Calibration,
     KernelFactor,
-    MeasuredRun,
     apply_ceilings,
+    is_missing,
     kind_of_fingerprint,
+    measured_run,
     save_calibration,
     utc_now,
 )
@@ -62,8 +63,6 @@ DEFAULT_BUDGET_S = {"cuda": 120.0, "cpu": 180.0}
 MICROBENCH_FRACTION = 0.25
 """The micro-benchmarks stop after this share of the budget; the rest is for the slices."""
 MIN_BUDGET_S = 10.0
-ROW_DROP = ("step_times_s", "notes", "citation", "source", "collector_version", "gpu_name_raw", "label")
-"""Columns of a measured row a calibration does not keep (the workload and its median stay)."""
 LAUNCH_ITERS = 5
 
 
@@ -229,38 +228,6 @@ def kernel_factors_of(
     return factors, out_rows
 
 
-def measured_run(row: Mapping[str, Any], source: str, label: str = "") -> MeasuredRun | None:
-    """A measured row (a slice, a probe, an ingested run) as calibration evidence; None when it
-    has no step time."""
-    t = row.get("step_time_s")
-    if row.get("status", "ok") != "ok" or not _pos(t):
-        return None
-    kept = {k: v for k, v in row.items() if k not in ROW_DROP and not _missing(v)}
-    return MeasuredRun(
-        source=source,
-        label=label or str(row.get("row_id") or row.get("model_name") or ""),
-        at=str(row.get("collected_at") or utc_now()),
-        row=kept,
-        measured_s=float(t),  # type: ignore[arg-type]
-        load_avg_1m=_load_of(row),
-    )
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _load_of(row: Mapping[str, Any]) -> float | None:
-    notes = str(row.get("notes") or "")
-    marker = "host load average (1 min) "
-    if marker in notes:
-        try:
-            return float(notes.split(marker, 1)[1].split()[0])
-        except (ValueError, IndexError):
-            return None
-    return None
-
-
 def calibration_from_rows(
     fingerprint: Fingerprint | Mapping[str, Any],
     microbench_rows: Sequence[dict[str, Any]],
@@ -298,7 +265,7 @@ def calibration_from_rows(
 
 def _trim_bench(row: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("bench", "dtype", "shape", "status", "median_time_s", "achieved_tflops", "achieved_gb_per_s", "modelled_s")
-    return {k: row.get(k) for k in keys if not _missing(row.get(k))}
+    return {k: row.get(k) for k in keys if not is_missing(row.get(k))}
 
 
 def with_snapshot(cal: Calibration, *, model_dir: str | Path | None = None) -> Calibration:
@@ -527,11 +494,10 @@ def report(cal: Calibration, *, model_dir: str | Path | None = None) -> Calibrat
 def plot_report(rep: CalibrationReport, path: str | Path) -> Path:
     """Predicted against measured step time of the calibration's own runs: uncalibrated, and
     calibrated on the other runs (leave-one-out), on log axes with the y = x line."""
-    # matplotlib: seconds to import, only --plot needs it
-    import matplotlib
+    # matplotlib: seconds to import, only --plot needs it (perfmodel.learn.plots sets the Agg backend)
+    from perfmodel.learn.plots import _plt
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _plt()
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
     meas = [r["measured_s"] for r in rep.runs]

@@ -11,7 +11,8 @@ the model carry only what differs (perfmodel.run.combine).
    time recorded; planned again when too slow or out of memory. The budget and Ctrl-C stop it
    cleanly: with >= 10 measured steps those are used, otherwise the prediction stands.
 4. Combine and keep: a measured row (source_kind 'probe', this host's fingerprint) appended to the
-   collectors' shard folder, so `make train-model` learns from it.
+   collectors' shard folder, so `make train-model` learns from it, and added as evidence to this
+   hardware's calibration (perfmodel.calibration), so the next prediction uses it at once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from perfmodel import __version__, paths
 from perfmodel.analytic.totals import total_time_s
+from perfmodel.calibration.record import add_evidence
 from perfmodel.codec import workload_to_row
 from perfmodel.errors import PerfModelError
 from perfmodel.measure import slices
@@ -351,6 +353,7 @@ def _keep(
         notes="; ".join(filter(None, [row.get("notes"), f"probe of {target.model.name} ({scaled})"])),
     )
     shard = keep_rows([row], out_dir=out, prefix="probe", fingerprint=fingerprint.to_dict(), key=key)
+    add_evidence(fingerprint.to_dict(), row, "probe", f"probe of {target.model.name} ({scaled})")
     return row_id, str(shard)
 
 
