@@ -356,3 +356,18 @@ def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations
     assert err_after <= MARGIN * err_before
     assert width_after < width_before
     assert covered >= len(measured) - 1
+
+
+def test_a_collection_gives_one_calibration_per_measured_host(tmp_path):
+    """What `perfmodel collect --ray` keeps after a fleet run: the committed collection of this
+    project's 2-core host (datasets/raw) becomes that host's calibration, of origin 'collect'."""
+    from perfmodel import paths
+    from perfmodel.calibration.run import calibrations_from_collection
+
+    written = calibrations_from_collection(paths.raw_dir(), ["cpu-2c-cba6f5"], folder=tmp_path)
+    assert [p.name for p in written] == ["cpu-2c-cba6f5.json"]
+    cal = record.read_calibration(written[0])
+    assert cal.origin == "collect" and cal.accelerator_kind == cpu_kind(REFERENCE_CPU[0], REFERENCE_CPU[1])
+    assert "matmul_fp32_tflops" in cal.ceilings and cal.runs and all(r.source == "collect" for r in cal.runs)
+    assert cal.offset["n"] == len(cal.runs)
+    assert calibrations_from_collection(paths.raw_dir(), ["no-such-host"], folder=tmp_path) == []

@@ -37,6 +37,7 @@ from collectors.progress import Reporter
 from perfmodel.analytic import conventions
 from perfmodel.calibration.apply import SHRINK_RUNS, FittedCalibration, shrink_weight
 from perfmodel.calibration.record import (
+    MAX_EVIDENCE,
     Calibration,
     KernelFactor,
     apply_ceilings,
@@ -55,6 +56,7 @@ from perfmodel.measure import slices
 from perfmodel.measure.configs import SliceConfig
 from perfmodel.measure.device import Device, make_device
 from perfmodel.measure.fingerprint import Fingerprint, GpuQuery, collect_fingerprint
+from perfmodel.measure.storage import list_shards, measured_hosts
 from perfmodel.prediction import fitted_calibration
 from perfmodel.workload import GPUSpec
 
@@ -261,6 +263,42 @@ def calibration_from_rows(
         measurement=dict(measurement or {}),
     )
     return with_snapshot(cal)
+
+
+def calibrations_from_collection(
+    out_dir: str | Path, hardware_ids: Iterable[str] | None = None, *, folder: str | Path | None = None
+) -> list[Path]:
+    """One calibration per measured host of a collectors' folder (what `perfmodel collect --ray`
+    measured on each node or accelerator type): its micro-benchmark rows and its training-slice
+    rows on its own device; kept in the calibration folder (`folder`, default
+    perfmodel.paths.calibration_dir()) with origin 'collect'. Returns the files written."""
+    # pyarrow: parquet shards, only a collection's calibration reads them
+    import pyarrow.parquet as pq
+
+    wanted = None if hardware_ids is None else set(hardware_ids)
+    written = []
+    for host in measured_hosts(out_dir):
+        hw = host.hardware_id
+        if wanted is not None and hw not in wanted:
+            continue
+        fp = host.fingerprint
+        bench = [r for p in list_shards(out_dir, hardware_id=hw, microbench=True) for r in _rows(pq, p)]
+        on = str(fp.get("gpu")) if fp.get("kind") == "cuda" else "cpu"
+        runs = [r for p in list_shards(out_dir, hardware_id=hw) for r in _rows(pq, p)
+                if r.get("status") == "ok" and str(r.get("gpu")) == on]  # fmt: skip
+        if not bench and not runs:
+            continue
+        cal = calibration_from_rows(fp, bench, runs[-MAX_EVIDENCE:], origin="collect", source="collect",
+                                    measurement={"from": str(out_dir)})  # fmt: skip
+        written.append(save_calibration(cal, folder))
+    return written
+
+
+def _rows(pq: Any, path: Path) -> list[dict[str, Any]]:
+    try:
+        return list(pq.read_table(path).to_pylist())
+    except (OSError, ValueError):  # a damaged shard is the collector's to set aside
+        return []
 
 
 def _trim_bench(row: Mapping[str, Any]) -> dict[str, Any]:
