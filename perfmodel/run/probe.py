@@ -184,6 +184,7 @@ def probe_workload(
     clock: Callable[[], float] = time.perf_counter,
     prepare: Callable[..., Any] | None = None,
     gpu_query: Any = None,
+    use_calibration: bool = True,
 ) -> ProbeResult:
     """Probe `target` on this machine (the module's steps). `prepare` replaces the collectors'
     slice builder and `gpu_query` their GPU query (tests); `out_dir` defaults to
@@ -203,7 +204,7 @@ def probe_workload(
             f"the host is busy (load average {load:.1f} on {os.cpu_count()} cores): step times are slower "
             "and noisier than on an idle machine"
         )
-    before = predict(target, confidence=confidence, model_dir=model_dir)
+    before = predict(target, confidence=confidence, model_dir=model_dir, use_calibration=use_calibration)
     fingerprint = collect_fingerprint(gpu_query)
     dev = make_device(device, fingerprint.kind)
     host = host_spec(fingerprint, dev.kind)
@@ -245,7 +246,7 @@ def probe_workload(
         hardware_id=fingerprint.hardware_id,
         peak_memory_gb=measurement.peak_memory_gb if measurement is not None else None,
     )
-    probe_pred = predict(plan.workload, confidence=confidence, model_dir=model_dir)
+    probe_pred = predict(plan.workload, confidence=confidence, model_dir=model_dir, use_calibration=use_calibration)
     per_micro = before.analytic.t_bound_s / target.training.grad_accum_steps
     distance = abs(math.log(per_micro / probe_pred.analytic.t_bound_s))
     combined = combine(
