@@ -320,7 +320,9 @@ the uncalibrated one (stated before measuring; docs/run.md records the numbers).
 def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations(tmp_path):
     """Calibrate on the calibration slices (real torch on this CPU), then measure held-out CPU
     configurations the calibration never saw: their median |log error| falls to at most MARGIN of
-    the uncalibrated one, and the 90% interval narrows yet still covers most of them."""
+    the uncalibrated one, the 90% interval covers all but at most one, and it is narrower than an
+    interval around the uncalibrated estimate would have to be to cover as many (on a busy host the
+    uncalibrated interval itself covers none: docs/run.md, "Calibration")."""
     from collectors.profiles import llama, mlp
     from perfmodel.calibration.run import calibrate
     from perfmodel.codec import workload_from_row
@@ -352,15 +354,21 @@ def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations
     width_before = statistics.median(math.log(p.step_time_s.high / p.step_time_s.low) for p in before)
     width_after = statistics.median(math.log(p.step_time_s.high / p.step_time_s.low) for p in after)
     covered = sum(p.step_time_s.low <= m <= p.step_time_s.high for p, m in zip(after, measured))
-    print(
-        f"\ncalibration {result.elapsed_s:.0f} s ({len(result.calibration.runs)} slices), load {load_before:.2f} -> "
-        f"{os.getloadavg()[0]:.2f}; held-out median |log error| {err_before:.3f} -> {err_after:.3f}; "
-        f"interval log width {width_before:.3f} -> {width_after:.3f}; covered {covered}/{len(measured)}"
-    )
+    covered_before = sum(p.step_time_s.low <= m <= p.step_time_s.high for p, m in zip(before, measured))
+    # the narrowest interval around the uncalibrated estimates that covers as many held-out runs
+    needed = sorted(2 * abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured))[covered - 1]
+    print(f"\ncalibration {result.elapsed_s:.0f} s ({len(result.calibration.runs)} slices), load {load_before:.2f} -> "
+          f"{os.getloadavg()[0]:.2f}; held-out median |log error| {err_before:.3f} -> {err_after:.3f}; "
+          f"interval log width {width_before:.3f} (covers {covered_before}/{len(measured)}) -> {width_after:.3f} "
+          f"(covers {covered}/{len(measured)}); uncalibrated width needed for the same coverage {needed:.3f}")  # fmt: skip
+    for w, p, q, m in zip(works, before, after, measured, strict=True):
+        print(f"  {w.model.name} mb{w.training.micro_batch_size}: measured {m:.4g} s, uncalibrated {p.step_time_s.estimate:.4g} "
+              f"({p.step_time_s.low:.3g}-{p.step_time_s.high:.3g}), calibrated {q.step_time_s.estimate:.4g} "
+              f"({q.step_time_s.low:.3g}-{q.step_time_s.high:.3g})")  # fmt: skip
     assert len(measured) >= 3
     assert err_after <= MARGIN * err_before
-    assert width_after < width_before
     assert covered >= len(measured) - 1
+    assert width_after < needed  # narrower than the uncalibrated interval would have to be to cover as much
 
 
 def test_a_collection_gives_one_calibration_per_measured_host(tmp_path):

@@ -35,7 +35,7 @@ from typing import Any
 from collectors.microbench import MicrobenchPlan, run_microbench
 from collectors.progress import Reporter
 from perfmodel.analytic import conventions
-from perfmodel.calibration.apply import SHRINK_RUNS, FittedCalibration, shrink_weight
+from perfmodel.calibration.apply import SHRINK_RUNS, FittedCalibration, shrink_runs, shrink_weight
 from perfmodel.calibration.record import (
     MAX_EVIDENCE,
     Calibration,
@@ -316,6 +316,7 @@ def with_snapshot(cal: Calibration, *, model_dir: str | Path | None = None) -> C
     by_label = {p.label: p.predicted_s for p in fitted.points}
     runs = tuple(dataclasses.replace(r, predicted_s=by_label.get(r.label, r.predicted_s)) for r in cal.runs)
     n = float(fitted.n)
+    k = shrink_runs(fitted.pooled_sd()[0], fitted.offset())
     offset = {
         "log_offset": fitted.offset(),
         "log_sd": fitted.spread,
@@ -323,8 +324,8 @@ def with_snapshot(cal: Calibration, *, model_dir: str | Path | None = None) -> C
         "kernel_factors_used": 1.0 if fitted.use_factors else 0.0,
         "host_factor": math.exp(fitted.theta),
         "n": n,
-        "k": SHRINK_RUNS,
-        "weight": shrink_weight(n),
+        "k": k,
+        "weight": shrink_weight(n, k),
     }
     return dataclasses.replace(cal, runs=runs, offset=offset)
 
@@ -503,17 +504,18 @@ def report(cal: Calibration, *, model_dir: str | Path | None = None) -> Calibrat
     runs = []
     for i, p in enumerate(fitted.points):
         others = FittedCalibration.of(cal, [q for j, q in enumerate(fitted.points) if j != i])
-        n, c, _ = others.at(p.key, p.log_flops, p.log_bytes, p.log_ratio(others.theta, others.use_factors))
-        loo = p.predicted_s * math.exp(shrink_weight(n) * c)
-        n_all, c_all, _ = fitted.at(p.key, p.log_flops, p.log_bytes, p.log_ratio(fitted.theta, fitted.use_factors))
+        lo = others.local(p.key, p.log_flops, p.log_bytes, p.log_ratio(others.theta, others.use_factors))
+        loo = p.predicted_s * math.exp(shrink_weight(lo.n, shrink_runs(lo.sd, lo.c)) * lo.c)
+        la = fitted.local(p.key, p.log_flops, p.log_bytes, p.log_ratio(fitted.theta, fitted.use_factors))
         runs.append({
             "label": p.label,
             "measured_s": p.measured_s,
             "uncalibrated_s": p.predicted_s,
-            "calibrated_s": p.predicted_s * math.exp(shrink_weight(n_all) * c_all),
+            "calibrated_s": p.predicted_s * math.exp(shrink_weight(la.n, shrink_runs(la.sd, la.c)) * la.c),
             "calibrated_leave_one_out_s": loo,
         })  # fmt: skip
     n = float(fitted.n)
+    k = shrink_runs(fitted.pooled_sd()[0], fitted.offset())
     offset = {
         "log_offset": fitted.offset(),
         "factor": math.exp(fitted.offset()),
@@ -522,8 +524,8 @@ def report(cal: Calibration, *, model_dir: str | Path | None = None) -> Calibrat
         "kernel_factors_used": fitted.use_factors,
         "host_factor": math.exp(fitted.theta),
         "n": n,
-        "k": SHRINK_RUNS,
-        "weight": shrink_weight(n),
+        "k": k,
+        "weight": shrink_weight(n, k),
     }
     factors = [{"group": g, **f.to_json()} for g, f in sorted(cal.kernel_factors.items())]
     return CalibrationReport(calibration=cal, ceilings=ceilings, factors=factors, runs=runs, offset=offset)
