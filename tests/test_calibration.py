@@ -349,14 +349,14 @@ def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations
     measured = [r["step_time_s"] for r in rows if r["status"] == "ok"]
     before = predict_many(works, use_calibration=False)
     after = predict_many(works)
-    err_before = statistics.median(abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured))
-    err_after = statistics.median(abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(after, measured))
+    err_before = statistics.median(abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured, strict=True))
+    err_after = statistics.median(abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(after, measured, strict=True))
     width_before = statistics.median(math.log(p.step_time_s.high / p.step_time_s.low) for p in before)
     width_after = statistics.median(math.log(p.step_time_s.high / p.step_time_s.low) for p in after)
-    covered = sum(p.step_time_s.low <= m <= p.step_time_s.high for p, m in zip(after, measured))
-    covered_before = sum(p.step_time_s.low <= m <= p.step_time_s.high for p, m in zip(before, measured))
+    covered = sum(p.step_time_s.low <= m <= p.step_time_s.high for p, m in zip(after, measured, strict=True))
+    covered_before = sum(p.step_time_s.low <= m <= p.step_time_s.high for p, m in zip(before, measured, strict=True))
     # the narrowest interval around the uncalibrated estimates that covers as many held-out runs
-    needed = sorted(2 * abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured))[covered - 1]
+    needed = sorted(2 * abs(math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured, strict=True))[covered - 1]
     print(f"\ncalibration {result.elapsed_s:.0f} s ({len(result.calibration.runs)} slices), load {load_before:.2f} -> "
           f"{os.getloadavg()[0]:.2f}; held-out median |log error| {err_before:.3f} -> {err_after:.3f}; "
           f"interval log width {width_before:.3f} (covers {covered_before}/{len(measured)}) -> {width_after:.3f} "
