@@ -384,3 +384,26 @@ def test_a_collection_gives_one_calibration_per_measured_host(tmp_path):
     assert "matmul_fp32_tflops" in cal.ceilings and cal.runs and all(r.source == "collect" for r in cal.runs)
     assert cal.offset["n"] == len(cal.runs)
     assert calibrations_from_collection(paths.raw_dir(), ["no-such-host"], folder=tmp_path) == []
+
+
+def test_the_service_uses_the_calibration_folder_at_once():
+    """A service reads $PERFMODEL_CALIBRATION_DIR (a fleet's folder): a calibration written while
+    it runs is used by the next request (its response cache is keyed by the folder's files), and
+    `no_calibration` in the body turns it off."""
+    from fastapi.testclient import TestClient
+
+    from perfmodel.service.app import create_app
+
+    body = {"config": {"model": {"name": "llama2-7b", "hidden_size": 256, "num_layers": 4, "num_heads": 8,
+                                 "num_kv_heads": 2, "ffn_hidden_size": 688, "vocab_size": 8000},
+                       "training": {"seq_len": 128, "micro_batch_size": 3, "tokens": 1e6},
+                       "hardware": {"gpu": "cpu"}}}  # fmt: skip
+    with TestClient(create_app()) as c:
+        before = c.post("/v1/predict", json=body).json()
+        assert "calibration" not in before
+        record.save_calibration(synthetic(5))
+        after = c.post("/v1/predict", json=body).json()
+        off = c.post("/v1/predict", json={**body, "no_calibration": True}).json()
+    assert after["calibration"]["host"] == HOST_FP["hardware_id"]
+    assert after["step_time_s"]["estimate"] > before["step_time_s"]["estimate"]
+    assert off["step_time_s"]["estimate"] == pytest.approx(before["step_time_s"]["estimate"])

@@ -446,6 +446,17 @@ def load_store(folder: str | Path | None = None) -> CalibrationStore:
     return _load_store(str(root), stamps)
 
 
+def store_stamp(folder: str | Path | None = None) -> str:
+    """A short text that changes whenever a calibration file of the folder does (a service adds it
+    to its response cache key: a new probe or calibration is answered at once)."""
+    root = Path(folder) if folder is not None else paths.calibration_dir()
+    try:
+        files = sorted(root.glob("*.json")) if root.is_dir() else []
+        return f"{root}:" + ",".join(f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files)
+    except OSError:
+        return f"{root}:?"
+
+
 @functools.lru_cache(maxsize=8)
 def _load_store(root: str, stamps: tuple[tuple[str, int, int], ...]) -> CalibrationStore:
     found: list[Calibration] = []
