@@ -13,14 +13,19 @@ import pytest
 def _runs_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> None:
     if "PERFMODEL_RUNS_DIR" not in os.environ:
         os.environ["PERFMODEL_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
-    if "PERFMODEL_CALIBRATION_DIR" not in os.environ:  # a user's calibrations never move a test's numbers
-        os.environ["PERFMODEL_CALIBRATION_DIR"] = str(tmp_path_factory.mktemp("calibration"))
 
 
 REFERENCE_CPU = ("Intel(R) Xeon(R) Processor", 2, 25.3)
 """The CPU `hardware.gpu: cpu` describes inside the tests: this project's measured 2-core host
 (datasets/raw/fingerprint__cpu-2c-cba6f5.json), whatever CPU runs the tests, so that no test depends
 on the machine's CPU model or core count (issue 21: the same kind of machine may have another CPU)."""
+
+
+@pytest.fixture(autouse=True)
+def _an_empty_calibration_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and each process it starts) reads its own empty calibration folder: a user's
+    calibrations, or the evidence an earlier test's probe or ingest added, never move its numbers."""
+    monkeypatch.setenv("PERFMODEL_CALIBRATION_DIR", str(tmp_path_factory.mktemp("calibration")))
 
 
 @pytest.fixture(autouse=True)

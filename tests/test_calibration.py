@@ -287,7 +287,7 @@ def test_calibrate_runs_the_slices_within_the_budget_and_keeps_the_calibration(t
     assert cal.ceilings == {"launch_latency_s": 2e-5}
     assert cal.kernel_factors["host"].factor == pytest.approx(2e-5 / 8e-6)
     assert cal.offset["n"] == len(cal.runs) and 0 < cal.offset["weight"] < 1
-    assert all(r.measured_s == pytest.approx(0.002, rel=0.9) for r in cal.runs)
+    assert all(r.measured_s >= 0.002 for r in cal.runs)  # each step sleeps 2 ms
     assert result.elapsed_s < 60 and cal.measurement["budget_s"] == 60
     rep = report(cal).to_json()
     assert len(rep["runs"]) == len(cal.runs) and rep["offset"]["n"] == len(cal.runs)
