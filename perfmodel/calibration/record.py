@@ -368,14 +368,16 @@ def apply_ceilings(gpu: GPUSpec, ceilings: Mapping[str, float]) -> GPUSpec:
 def read_calibration(path: str | Path, origin: str = "") -> Calibration:
     """One calibration file; CalibrationFileError when it cannot be used (why, in one line)."""
     p = Path(path)
+    if not p.is_file():
+        raise CalibrationFileError(f"{p} is not a file")
     try:
-        if not p.is_file():
-            raise CalibrationFileError(f"{p} is not a file")
         if p.stat().st_size > MAX_FILE_BYTES:
             raise CalibrationFileError(f"{p} is larger than {MAX_FILE_BYTES} bytes: not a calibration")
         data = json.loads(p.read_text())
     except OSError as exc:
         raise CalibrationFileError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except CalibrationFileError:
+        raise
     except (ValueError, UnicodeDecodeError) as exc:
         raise CalibrationFileError(f"{p} is damaged (not JSON: {exc})") from None
     try:
