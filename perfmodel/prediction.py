@@ -347,8 +347,8 @@ def _calibrated(
     fitted = [_fitted(c, calibrated_gpu, model_dir, use_learned, model_key) for c in (own, *others) if c is not None]
     host = fitted[0] if own is not None else None
     kind = tuple(fitted[1:] if own is not None else fitted)
-    if (host is None or not host.n) and not any(f.n for f in kind):
-        return None  # ceilings alone, no measured run: nothing to shrink toward yet
+    if (host is None or not host.n) and not any(f.n for f in kind) and not ceilings:
+        return None
     return _Calibrated(host=host, kind=kind, gpu=calibrated_gpu, ceilings=ceilings)
 
 

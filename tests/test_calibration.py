@@ -407,3 +407,13 @@ def test_the_service_uses_the_calibration_folder_at_once():
     assert after["calibration"]["host"] == HOST_FP["hardware_id"]
     assert after["step_time_s"]["estimate"] > before["step_time_s"]["estimate"]
     assert off["step_time_s"]["estimate"] == pytest.approx(before["step_time_s"]["estimate"])
+
+
+def test_a_calibration_without_runs_puts_its_ceilings_in_the_kernel_model_only():
+    w = llama_cpu()
+    record.save_calibration(synthetic(0, ceilings={"matmul_fp32_tflops": 0.05, "hbm_copy_gb_per_s": 2.0}))
+    p, off = predict(w), predict(w, use_calibration=False)
+    doc = p.to_json()["calibration"]
+    assert doc["weight"] == 0.0 and doc["log_shift"] == 0.0 and doc["ceilings"]["matmul_fp32_tflops"] == 0.05
+    assert p.to_json()["hardware"]["measured"]["matmul_fp32_tflops"] == 0.05
+    assert p.analytic.t_bound_s > off.analytic.t_bound_s  # slower ceilings, slower kernels

@@ -368,8 +368,9 @@ class Adjustment:
     def assumption(self) -> str:
         who = f"this host's calibration ({self.host})" if self.host else f"an imported calibration of {self.accelerator_kind} ({', '.join(self.kind)})"
         near = "" if math.isinf(self.nearest_decades) else f", nearest measured run {self.nearest_decades:.1f} decades away"
+        ceilings = "its measured ceilings in the kernel model, " if self.ceilings else ""
         return (
-            f"calibrated on {who}: step time x{math.exp(self.shift):.3g}, trusted {self.weight:.0%} "
+            f"calibrated on {who}: {ceilings}step time x{math.exp(self.shift):.3g}, trusted {self.weight:.0%} "
             f"({self.n_host + self.n_kind:.1f} measured runs near this configuration{near}; "
             f"w = n/(n+k), {self.k_text()}); --no-calibration for the uncalibrated prediction"
         )
