@@ -10,7 +10,8 @@ MIN_STABLE_INTERVALS timed intervals must remain. The row goes through the row c
 (perfmodel.codec.workload_to_row) with source_kind 'user', the host's hardware fingerprint (the
 record's, else this machine's, said in the notes) and every stable step time; step_time_s is
 their median, as in the collectors' rows. It is appended as a new shard `user__<hardware_id>__...`
-in the collectors' folder with the fingerprint beside it. The same run (config, hardware, step
+in the collectors' folder with the fingerprint beside it, and added as evidence to that hardware's
+calibration (perfmodel.calibration: predictions use it at once, without retraining). The same run (config, hardware, step
 times) is refused the second time, whichever command kept it first.
 """
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel.calibration.record import add_evidence
 from perfmodel.errors import DataError
 
 MIN_STABLE_INTERVALS = 10
@@ -200,6 +202,8 @@ def ingest_run(
         citation=f"perfmodel ingest of a {trace.format} run on {fp['hardware_id']}",
     )
     shard = keep_rows([row], out_dir=out, prefix=SHARD_PREFIX, fingerprint=dict(fp), key=key)
+    if add_evidence(dict(fp), row, "ingest", f"ingested {workload.model.name} ({trace.format})") is not None:
+        notes.append(f"added as evidence to the calibration of {fp['hardware_id']} (perfmodel calibrate --show)")
     return IngestResult(
         row_id=row_id,
         shard=str(shard),

@@ -11,6 +11,7 @@ they are read on every call (never at import), so tests and services can redirec
     PERFMODEL_PUBLIC_DATA  third-party tables to import (default: <root>/../shared/data/public)
     PERFMODEL_RUNS_DIR     local copies of trained models (default: <root>/runs)
     MLFLOW_TRACKING_URI    tracking server (default: sqlite:///<root>/mlflow.db)
+    PERFMODEL_CALIBRATION_DIR  calibrations (default: $XDG_CACHE_HOME/perfmodel/calibration)
 """
 
 from __future__ import annotations
@@ -94,3 +95,14 @@ def runs_dir() -> Path:
 def artifacts_dir() -> Path:
     """Artifact root of the embedded MLflow store."""
     return project_root() / "mlartifacts"
+
+
+def calibration_dir() -> Path:
+    """Calibrations of measured hardware (`perfmodel calibrate`), one JSON file per hardware id:
+    $PERFMODEL_CALIBRATION_DIR (a service points it at a fleet's folder), else
+    $XDG_CACHE_HOME/perfmodel/calibration (default ~/.cache/perfmodel/calibration)."""
+    env = _env_path("PERFMODEL_CALIBRATION_DIR")
+    if env is not None:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "perfmodel" / "calibration"

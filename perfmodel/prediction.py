@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,18 @@ from perfmodel.analytic import AnalyticEstimate, estimate
 from perfmodel.analytic.fit_verdict import FitVerdict, fit_verdict
 from perfmodel.analytic.memory import MemoryBreakdown
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
+from perfmodel.calibration.apply import (
+    Adjustment,
+    FittedCalibration,
+    Point,
+    adjust,
+    config_key,
+    coords,
+    step_terms,
+)
+from perfmodel.calibration.record import Calibration, apply_ceilings, load_store, warn_once
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
+from perfmodel.codec import workload_from_row
 from perfmodel.config.source import resolve_workload
 from perfmodel.errors import ConfigError
 from perfmodel.interval import Interval, floored
@@ -29,7 +41,7 @@ from perfmodel.learn.registry import registered_model_dir
 from perfmodel.learn.shipped import Correction, Corrector, learned_step_interval, load_shipped_model
 from perfmodel.paths import model_dir as default_model_dir
 from perfmodel.request import RunRequest
-from perfmodel.workload import Workload
+from perfmodel.workload import GPUSpec, Workload
 
 WARNING_PREFIX = "warning: "
 """An assumption of the config's translation that is also a warning (it goes to `warnings` too)."""
@@ -74,6 +86,8 @@ class PredictedRun:
     """Cost of the run in USD: gpu_hours x price per GPU-hour; None when no price is known."""
     price: PriceQuote | None = None
     """The price per GPU-hour used, or None."""
+    calibration: Adjustment | None = None
+    """What a calibration of the hardware did to the step time (perfmodel.calibration), or None."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable `predict --json` contract of DESIGN.md (extended with extra keys)."""
@@ -146,6 +160,7 @@ class PredictedRun:
             "perfmodel_version": __version__,
             "cost_usd": self.cost_usd.as_dict() if self.cost_usd else None,
             "price_per_gpu_hour": self.price.to_json() if self.price is not None else None,
+            **({"calibration": self.calibration.to_json()} if self.calibration is not None else {}),
         }
 
 
@@ -225,20 +240,29 @@ def predict(
     confidence: float = 0.9,
     model_dir: str | Path | None = None,
     use_learned: bool = True,
+    use_calibration: bool = True,
 ) -> PredictedRun:
-    """Predict one training run. `model_dir` defaults to the shipped models/ folder."""
-    return predict_many([workload], confidence=confidence, model_dir=model_dir, use_learned=use_learned)[0]
+    """Predict one training run. `model_dir` defaults to the shipped models/ folder;
+    `use_calibration=False` ignores calibrations of the hardware (perfmodel.calibration)."""
+    return predict_many(
+        [workload], confidence=confidence, model_dir=model_dir, use_learned=use_learned, use_calibration=use_calibration
+    )[0]
 
 
 def predictor_options(request: RunRequest) -> dict[str, Any]:
     """The predictor's keywords for a request: `confidence`, `model_dir` (a `model_uri` looked up
-    in the registry, `perfmodel.learn.registry`) and `use_learned`."""
+    in the registry, `perfmodel.learn.registry`), `use_learned` and `use_calibration`."""
     model_dir = request.model_dir
     if request.model_uri is not None:
         if model_dir is not None:
             raise ConfigError("give --model-dir or --model-uri, not both")
         model_dir = registered_model_dir(request.model_uri)
-    return {"confidence": request.confidence, "model_dir": model_dir, "use_learned": request.use_learned}
+    return {
+        "confidence": request.confidence,
+        "model_dir": model_dir,
+        "use_learned": request.use_learned,
+        "use_calibration": not request.no_calibration,
+    }
 
 
 def predict_request(request: RunRequest) -> PredictedRun:
@@ -253,20 +277,174 @@ def predict_many(
     confidence: float = 0.9,
     model_dir: str | Path | None = None,
     use_learned: bool = True,
+    use_calibration: bool = True,
 ) -> list[PredictedRun]:
     """Predict many runs with one call of the learned model (sweeps, advice, planners): the same
-    answers as `predict` on each, at a fraction of the cost."""
+    answers as `predict` on each, at a fraction of the cost. A calibration of a workload's hardware
+    (`perfmodel.calibration`; this host's first, then its accelerator kind's) is applied unless
+    `use_calibration` is False."""
     if not 0.5 <= confidence < 1.0:
         raise ConfigError(f"--confidence must be in [0.5, 1), got {confidence}")
+    cals = _calibrations_for(workloads, model_dir, use_learned) if use_calibration and workloads else {}
+    workloads = [cals[i].workload(w) if i in cals else w for i, w in enumerate(workloads)]
     estimates = [estimate(w) for w in workloads]
     learned, missing = _load_learned(model_dir) if use_learned else (None, "")
     corrections: list[Correction | None] = [None] * len(workloads)
     if learned is not None and workloads:
         corrections = [*learned.correct(list(zip(workloads, estimates, strict=True)), confidence=confidence)]
+    adjustments: list[Adjustment | None] = [None] * len(workloads)
+    for i, cal in cals.items():
+        corrections[i], adjustments[i] = cal.correct(workloads[i], estimates[i], corrections[i], confidence, missing)
+        workloads[i] = dataclasses.replace(
+            workloads[i], assumptions=(*workloads[i].assumptions, adjustments[i].assumption())  # type: ignore[union-attr]
+        )
     return [
-        _assemble(w, est, corr, learned, confidence, missing)
-        for w, est, corr in zip(workloads, estimates, corrections, strict=True)
+        _assemble(w, est, corr, learned, confidence, missing, adj)
+        for w, est, corr, adj in zip(workloads, estimates, corrections, adjustments, strict=True)
     ]
+
+
+@dataclass(frozen=True)
+class _Calibrated:
+    """The calibrations that match one accelerator, fitted to the model that predicts now."""
+
+    host: FittedCalibration | None
+    kind: tuple[FittedCalibration, ...]
+    gpu: GPUSpec
+    """The accelerator with the calibration's measured ceilings."""
+    ceilings: dict[str, float]
+
+    def workload(self, w: Workload) -> Workload:
+        return dataclasses.replace(w, gpu=self.gpu)
+
+    def correct(
+        self, w: Workload, est: AnalyticEstimate, corr: Correction | None, confidence: float, missing: str
+    ) -> tuple[Correction, Adjustment]:
+        if corr is None:  # the analytic efficiency range, in the learned correction's log form
+            lo, mid, hi = ANALYTIC_EFFICIENCY
+            corr = Correction(
+                log_ratio=math.log(1 / mid),
+                log_low=math.log(1 / hi),
+                log_high=math.log(1 / lo),
+                warnings=(analytic_warning(missing),),
+            )
+        adj = adjust(
+            log_ratio=corr.log_ratio,
+            log_low=corr.log_low,
+            log_high=corr.log_high,
+            host=self.host,
+            kind=self.kind,
+            workload=w,
+            est=est,
+            confidence=confidence,
+            ceilings=self.ceilings,
+        )
+        return Correction(log_ratio=adj.log_ratio, log_low=adj.log_low, log_high=adj.log_high, warnings=corr.warnings), adj
+
+
+def _calibrations_for(
+    workloads: Sequence[Workload], model_dir: str | Path | None, use_learned: bool
+) -> dict[int, _Calibrated]:
+    """Workload index -> the calibrations of its hardware (none: not in the mapping)."""
+    store = load_store()
+    if not store.calibrations:
+        return {}
+    out: dict[int, _Calibrated] = {}
+    memo: dict[tuple[Any, ...], _Calibrated | None] = {}
+    for i, w in enumerate(workloads):
+        gkey = (w.gpu.name, w.gpu.vendor, w.gpu.generation, w.gpu.sm_count, tuple(sorted(w.gpu.measured.items())))
+        if gkey not in memo:
+            memo[gkey] = _calibrated(store.matching(w.gpu), w.gpu, model_dir, use_learned)
+        found = memo[gkey]
+        if found is not None:
+            out[i] = found
+    return out
+
+
+def _calibrated(
+    matched: tuple[Calibration | None, tuple[Calibration, ...]],
+    gpu: GPUSpec,
+    model_dir: str | Path | None,
+    use_learned: bool,
+) -> _Calibrated | None:
+    own, others = matched
+    if own is None and not others:
+        return None
+    with_ceilings = [c for c in (own, *sorted(others, key=lambda c: -len(c.runs))) if c is not None and c.ceilings]
+    ceilings = dict(with_ceilings[0].ceilings) if with_ceilings else {}
+    calibrated_gpu = apply_ceilings(gpu, ceilings)
+    learned = _load_learned(model_dir)[0] if use_learned else None
+    model_key = (str(model_dir), use_learned, getattr(learned, "version", None))
+    fitted = [_fitted(c, calibrated_gpu, model_dir, use_learned, model_key) for c in (own, *others) if c is not None]
+    host = fitted[0] if own is not None else None
+    kind = tuple(fitted[1:] if own is not None else fitted)
+    if (host is None or not host.n) and not any(f.n for f in kind) and not ceilings:
+        return None
+    return _Calibrated(host=host, kind=kind, gpu=calibrated_gpu, ceilings=ceilings)
+
+
+_FITTED: dict[tuple[Any, ...], FittedCalibration] = {}
+
+
+def _fitted(
+    cal: Calibration, gpu: GPUSpec, model_dir: str | Path | None, use_learned: bool, model_key: tuple[Any, ...]
+) -> FittedCalibration:
+    """The calibration's runs predicted uncalibrated on `gpu` (cached per calibration version,
+    accelerator and model): their residuals."""
+    key = (cal.hardware_id, cal.updated_at, len(cal.runs), gpu.name, tuple(sorted(gpu.measured.items())), model_key)
+    if key in _FITTED:
+        return _FITTED[key]
+    kept, works = [], []
+    for run in cal.runs:
+        try:
+            works.append(workload_from_row(run.row, gpu=gpu))
+            kept.append(run)
+        except Exception as exc:  # noqa: BLE001 - one unreadable run must not stop every prediction
+            warn_once(f"calibration {cal.hardware_id}: a measured run ({run.label}) cannot be read and is left out: {exc}")
+    preds = predict_many(works, model_dir=model_dir, use_learned=use_learned, use_calibration=False) if works else []
+    on_cpu = gpu.vendor == "cpu"
+    points = []
+    for run, w, p in zip(kept, works, preds, strict=True):
+        lf, lb = coords(p.analytic)
+        device, host = step_terms(p.analytic)
+        points.append(
+            Point(
+                key=config_key(w),
+                log_flops=lf,
+                log_bytes=lb,
+                residual=math.log(run.measured_s / p.step_time_s.estimate),
+                device_s=device,
+                device_factored_s=step_terms(p.analytic, cal.kernel_factors)[0],
+                host_s=host,
+                on_cpu=on_cpu,
+                label=run.label,
+                measured_s=run.measured_s,
+                predicted_s=p.step_time_s.estimate,
+            )
+        )
+    if len(_FITTED) > 256:
+        _FITTED.clear()
+    _FITTED[key] = fitted = FittedCalibration.of(cal, points)
+    return fitted
+
+
+def fitted_calibration(
+    cal: Calibration, gpu: GPUSpec, *, model_dir: str | Path | None = None, use_learned: bool = True
+) -> FittedCalibration:
+    """`cal`'s runs against the model that predicts now, on `gpu` with its ceilings (what
+    `perfmodel calibrate --show` reports)."""
+    calibrated_gpu = apply_ceilings(gpu, cal.ceilings)
+    learned = _load_learned(model_dir)[0] if use_learned else None
+    return _fitted(cal, calibrated_gpu, model_dir, use_learned, (str(model_dir), use_learned, getattr(learned, "version", None)))
+
+
+def analytic_warning(missing: str) -> str:
+    """The warning of a prediction without a learned model."""
+    lo, _, hi = ANALYTIC_EFFICIENCY
+    return (
+        f"analytic model only ({missing}): the kernel model's step time, with an uncalibrated "
+        f"interval of x{1 / hi:.2g}-x{1 / lo:.2g}"
+    )
 
 
 def _step_interval(est: AnalyticEstimate, corr: Correction | None, missing: str) -> tuple[Interval, list[str]]:
@@ -280,10 +458,7 @@ def _step_interval(est: AnalyticEstimate, corr: Correction | None, missing: str)
         lo, mid, hi = ANALYTIC_EFFICIENCY
         step = Interval(estimate=est.t_bound_s / mid, low=est.t_bound_s / hi, high=est.t_bound_s / lo)
         step, moved = floored(step, est.t_roofline_s)
-        warnings.append(
-            f"analytic model only ({missing}): the kernel model's step time, with an uncalibrated "
-            f"interval of x{1 / hi:.2g}-x{1 / lo:.2g}"
-        )
+        warnings.append(analytic_warning(missing))
     if moved:
         warnings.append(
             f"the estimate was faster than the hardware's roofline floor ({est.t_roofline_s:.3g} s per "
@@ -299,6 +474,7 @@ def _assemble(
     learned: Corrector | None,
     confidence: float,
     missing: str,
+    calibration: Adjustment | None = None,
 ) -> PredictedRun:
     plan = plan_run(workload, est)
     step, step_warnings = _step_interval(est, corr, missing)
@@ -355,6 +531,7 @@ def _assemble(
         warnings=tuple(warnings),
         cost_usd=gpu_hours.scaled(price.usd_per_gpu_hour) if price is not None else None,
         price=price,
+        calibration=calibration,
     )
 
 

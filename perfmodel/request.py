@@ -85,6 +85,8 @@ OPTIONS: tuple[Option, ...] = (
            help="Interval confidence level, in [0.5, 1)."),
     Option(name="analytic", flags=("--analytic",), kind=bool, default=False,
            help="Ignore the learned model: the analytic bound only."),
+    Option(name="no_calibration", flags=("--no-calibration",), kind=bool, default=False,
+           help="Ignore calibrations of the hardware (`perfmodel calibrate`): the uncalibrated prediction."),
     Option(name="model_dir", flags=("--model-dir",), kind=Path,
            help="Learned model folder (default: the shipped models/)."),
     Option(name="model_uri", flags=("--model-uri",), kind=str,
@@ -94,7 +96,7 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 """Every option of a run request, in the order `--help` lists them."""
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-PREDICTOR_OPTIONS = ("confidence", "analytic", "model_dir", "model_uri")
+PREDICTOR_OPTIONS = ("confidence", "analytic", "no_calibration", "model_dir", "model_uri")
 """Options of the predictor, not of the workload."""
 
 
@@ -122,6 +124,8 @@ class RunRequest:
     """Interval confidence level."""
     analytic: bool = False
     """The analytic model only (no learned correction)."""
+    no_calibration: bool = False
+    """Ignore calibrations of the hardware (perfmodel.calibration)."""
     model_dir: str | os.PathLike[str] | None = None
     """Learned model folder (None: the shipped models/)."""
     model_uri: str | None = None
@@ -131,7 +135,7 @@ class RunRequest:
     def of(cls, config: ConfigInput | RunRequest = None, /, **options: Any) -> RunRequest:
         """A request from a config and keyword options: `RunRequest` fields; `set=` (a mapping or
         KEY=VALUE strings) or `overrides=` (KEY=VALUE strings); `use_learned=False` for
-        `analytic=True`; any other keyword is a native-key change written `training__seq_len=2048`
+        `analytic=True`; `use_calibration=False` for `no_calibration=True`; any other keyword is a native-key change written `training__seq_len=2048`
         or `**{"training.seq_len": 2048}`, as `set=` would give it. A request as `config` is
         copied with the options applied (its overrides first)."""
         base = config if isinstance(config, RunRequest) else cls(config=config)
@@ -140,6 +144,8 @@ class RunRequest:
         given = {k: rest.pop(k) for k in list(rest) if k in fields}
         if "use_learned" in rest:
             given["analytic"] = not rest.pop("use_learned")
+        if "use_calibration" in rest:
+            given["no_calibration"] = not rest.pop("use_calibration")
         sets = rest.pop("set", None)
         listed = rest.pop("overrides", None)
         if sets is not None and listed is not None:

@@ -1,5 +1,6 @@
 """Every test, and every process a test starts, keeps `perfmodel train`'s saved models out of the
-checkout: $PERFMODEL_RUNS_DIR points at a temporary folder unless a test sets its own."""
+checkout: $PERFMODEL_RUNS_DIR points at a temporary folder unless a test sets its own; and reads no
+calibration of the machine it runs on: $PERFMODEL_CALIBRATION_DIR points at an empty folder."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ REFERENCE_CPU = ("Intel(R) Xeon(R) Processor", 2, 25.3)
 """The CPU `hardware.gpu: cpu` describes inside the tests: this project's measured 2-core host
 (datasets/raw/fingerprint__cpu-2c-cba6f5.json), whatever CPU runs the tests, so that no test depends
 on the machine's CPU model or core count (issue 21: the same kind of machine may have another CPU)."""
+
+
+@pytest.fixture(autouse=True)
+def _an_empty_calibration_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and each process it starts) reads its own empty calibration folder: a user's
+    calibrations, or the evidence an earlier test's probe or ingest added, never move its numbers."""
+    monkeypatch.setenv("PERFMODEL_CALIBRATION_DIR", str(tmp_path_factory.mktemp("calibration")))
 
 
 @pytest.fixture(autouse=True)

@@ -27,11 +27,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("catalog/analytic", ("perfmodel.catalog", "perfmodel.analytic", "perfmodel.kernels", "perfmodel.codec")),
     ("measure", ("perfmodel.measure",)),
     ("config", ("perfmodel.config", "perfmodel.request")),
-    ("learn", ("perfmodel.features", "perfmodel.learn", "perfmodel.tracking", "perfmodel.dataset")),
+    ("learn", ("perfmodel.features", "perfmodel.learn", "perfmodel.tracking", "perfmodel.dataset",
+               "perfmodel.calibration")),
     ("prediction", ("perfmodel.prediction",)),
     ("decide/run/monitor", ("perfmodel.decide", "perfmodel.run", "perfmodel.monitor", "perfmodel.ingest",
                             "perfmodel.memcheck")),
-    ("api/collectors", ("perfmodel.api", "collectors")),
+    ("api/collectors", ("perfmodel.api", "collectors", "perfmodel.calibration.run")),
     ("service/cli", ("perfmodel.service", "perfmodel.cli", "perfmodel.__main__")),
 )  # fmt: skip
 """Bottom to top: (layer, module prefixes); the longest prefix that matches a module decides."""

@@ -45,6 +45,7 @@ def _root(
 def _register_commands() -> None:
     # Each module adds its commands to `app`; modules are cheap to import (no torch/mlflow).
     from perfmodel.cli import (
+        commands_calibrate,
         commands_catalog,
         commands_collect,
         commands_dataset,
@@ -69,6 +70,7 @@ def _register_commands() -> None:
         module.register(app)
     commands_decide.register(app)
     commands_run.register(app)
+    commands_calibrate.register(app)
     commands_serve.register(app)
     commands_ludwig.register(app)
     commands_kernels.register(app)

@@ -249,15 +249,28 @@ def _fleet(
             progress=not json_out,
             wait=wait,
         )
+    calibrations = _fleet_calibrations(out, result)
     if json_out:
-        _common.print_json(result.to_dict())
+        _common.print_json({**result.to_dict(), "calibrations": calibrations})
     else:
         _common.stdout_console().print(_fleet_table(result))
+        for path in calibrations:
+            _common.stdout_console().print(f"calibration: {path}")
     if result.stopped == "interrupted":
         raise SystemExit(INTERRUPTED_EXIT)
     if result.failed:
         names = ", ".join(f"{t.target} ({t.errors[-1] if t.errors else t.stopped})" for t in result.failed)
         _common.fail(f"{len(result.failed)} of {len(result.targets)} targets did not finish: {names}")
+
+
+def _fleet_calibrations(out: Path, result: Any) -> list[str]:
+    """One calibration per node or accelerator type that measured (perfmodel.calibration), kept in
+    the calibration folder ($PERFMODEL_CALIBRATION_DIR: a service pointed at it uses them)."""
+    # loaded when the command runs; it reads the collection's parquet shards
+    from perfmodel.calibration.run import calibrations_from_collection
+
+    measured = [t.hardware_id for t in result.targets if t.hardware_id and (t.rows_written or t.microbench_rows)]
+    return [str(p) for p in calibrations_from_collection(out, measured)] if measured else []
 
 
 def _fleet_table(result: Any) -> Any:

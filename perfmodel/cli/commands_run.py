@@ -94,6 +94,7 @@ def probe_command(
         budget_s=budget_s,
         confidence=predictor["confidence"],
         model_dir=predictor["model_dir"],
+        use_calibration=predictor["use_calibration"],
         keep=keep,
         out_dir=out,
         record_path=record,

@@ -177,6 +177,7 @@ def suggest_fits(
     confidence: float = 0.9,
     model_dir: str | Path | None = None,
     use_learned: bool = True,
+    use_calibration: bool = True,
     max_gpus: int = 1024,
     gpu_counts: Iterable[int] = GPU_COUNTS,
     source: ConfigSource | None = None,
@@ -185,7 +186,8 @@ def suggest_fits(
     accumulation raised to keep the global batch), the same with activation checkpointing (when
     off), and the fewest GPUs up to `max_gpus` with the least sharding that fits. Given the config
     `w` came from (its `ConfigSource`), a Ludwig config's suggestions are also written in Ludwig's keys."""
-    options = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned}
+    options = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned,
+               "use_calibration": use_calibration}
     if fits(w):
         return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w), suggestions=())
     t = w.training

@@ -33,9 +33,11 @@ def screen(
     confidence: float = 0.9,
     model_dir: str | Path | None = None,
     use_learned: bool = True,
+    use_calibration: bool = True,
 ) -> list[Screened]:
     out = []
-    for pred in predict_many(workloads, confidence=confidence, model_dir=model_dir, use_learned=use_learned):
+    for pred in predict_many(workloads, confidence=confidence, model_dir=model_dir, use_learned=use_learned,
+                             use_calibration=use_calibration):
         out.append(
             Screened(
                 total_time_s=pred.total_time_s.estimate,

@@ -11,7 +11,8 @@ the model carry only what differs (perfmodel.run.combine).
    time recorded; planned again when too slow or out of memory. The budget and Ctrl-C stop it
    cleanly: with >= 10 measured steps those are used, otherwise the prediction stands.
 4. Combine and keep: a measured row (source_kind 'probe', this host's fingerprint) appended to the
-   collectors' shard folder, so `make train-model` learns from it.
+   collectors' shard folder, so `make train-model` learns from it, and added as evidence to this
+   hardware's calibration (perfmodel.calibration), so the next prediction uses it at once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from perfmodel import __version__, paths
 from perfmodel.analytic.totals import total_time_s
+from perfmodel.calibration.record import add_evidence
 from perfmodel.codec import workload_to_row
 from perfmodel.errors import PerfModelError
 from perfmodel.measure import slices
@@ -182,6 +184,7 @@ def probe_workload(
     clock: Callable[[], float] = time.perf_counter,
     prepare: Callable[..., Any] | None = None,
     gpu_query: Any = None,
+    use_calibration: bool = True,
 ) -> ProbeResult:
     """Probe `target` on this machine (the module's steps). `prepare` replaces the collectors'
     slice builder and `gpu_query` their GPU query (tests); `out_dir` defaults to
@@ -201,7 +204,7 @@ def probe_workload(
             f"the host is busy (load average {load:.1f} on {os.cpu_count()} cores): step times are slower "
             "and noisier than on an idle machine"
         )
-    before = predict(target, confidence=confidence, model_dir=model_dir)
+    before = predict(target, confidence=confidence, model_dir=model_dir, use_calibration=use_calibration)
     fingerprint = collect_fingerprint(gpu_query)
     dev = make_device(device, fingerprint.kind)
     host = host_spec(fingerprint, dev.kind)
@@ -243,7 +246,7 @@ def probe_workload(
         hardware_id=fingerprint.hardware_id,
         peak_memory_gb=measurement.peak_memory_gb if measurement is not None else None,
     )
-    probe_pred = predict(plan.workload, confidence=confidence, model_dir=model_dir)
+    probe_pred = predict(plan.workload, confidence=confidence, model_dir=model_dir, use_calibration=use_calibration)
     per_micro = before.analytic.t_bound_s / target.training.grad_accum_steps
     distance = abs(math.log(per_micro / probe_pred.analytic.t_bound_s))
     combined = combine(
@@ -361,6 +364,7 @@ def _keep(
         notes="; ".join(filter(None, [row.get("notes"), f"probe of {target.model.name} ({scaled})"])),
     )
     shard = keep_rows([row], out_dir=out, prefix="probe", fingerprint=fingerprint.to_dict(), key=key)
+    add_evidence(fingerprint.to_dict(), row, "probe", f"probe of {target.model.name} ({scaled})")
     return row_id, str(shard)
 
 

@@ -14,7 +14,8 @@ wrong 422 with the CLI's message, a request over `request_timeout_s` 503; anythi
 500 with a reference to the server log, never a traceback. A prediction with a small body is
 computed on the event loop (a few ms of bounded work); sweeps, advice, comparisons and large
 bodies run in at most `concurrency` worker threads under the time limit. Identical requests to
-the same model are answered from a cache.
+the same model are answered from a cache (keyed also by the calibration folder's files,
+$PERFMODEL_CALIBRATION_DIR: a calibration, probe or ingest there is used by the next request).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from perfmodel.api import model_catalog, predict_document
+from perfmodel.calibration.record import store_stamp
 from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog.prices import default_price
 from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range, fmt_number, fmt_usd
@@ -563,7 +565,7 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             )
             key = hashlib.sha256(
                 f"{request.url.path}\0{model.source}\0{model.version}\0{model.loaded_at}\0"
-                f"{req.model_dump_json(by_alias=True)}".encode()
+                f"{store_stamp()}\0{req.model_dump_json(by_alias=True)}".encode()
             ).hexdigest()
             cached = cache.get(key) if cache is not None else None
             if cached is not None:

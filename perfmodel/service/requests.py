@@ -93,6 +93,7 @@ class RunOptions(BaseModel):
     confidence: float = Field(0.9, description=_help("confidence"))
     analytic: bool = Field(False, description=_help("analytic"))
     dataset: str | None = Field(None, description=_help("dataset"))
+    no_calibration: bool = Field(False, description=_help("no_calibration"))
 
     def options(self) -> dict[str, Any]:
         """The options as `perfmodel.request.RunRequest.of` takes them."""
