@@ -251,3 +251,26 @@ def test_when_ludwig_cannot_decide_auto_falls_back_to_the_rules_and_require_does
     assert "perfmodel's rules" in auto.judge and "could not decide: base model not reachable offline" in auto.judge
     assert check_ludwig(with_(TAB, model_type="gbm")).valid is False  # the rules still refuse what they refuse
     assert check_ludwig(TAB, use_ludwig="require") == offline
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        with_(TAB, input_features=None),
+        with_(TAB, output_features=[]),
+        with_(TAB, input_features=[{"name": "x", "type": "wibble"}]),
+        with_(TAB, input_features=[{"name": "x"}]),
+        with_(TAB, output_features=[{"name": "a", "type": "binary"}]),  # a name used twice
+    ],
+    ids=["inputs-null", "outputs-empty", "unknown-type", "no-type", "duplicate-name"],
+)
+def test_check_ludwig_and_predict_share_one_verdict(tmp_path, cfg):
+    """What check-ludwig (perfmodel's rules) refuses, predict refuses too (issue 27, item 5)."""
+    from perfmodel.config import load_workload
+    from perfmodel.errors import ConfigError
+
+    assert own_verdict(cfg).valid is False
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError):
+        load_workload(path, rows=100)
