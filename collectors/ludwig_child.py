@@ -125,6 +125,22 @@ def make_data(work: Path, sizes: dict[str, list[int]]) -> dict[str, str]:
         if not p.exists():
             df.to_csv(p, index=False)
         out[p.stem] = str(p)
+    for kind in sorted(k for k in sizes if k.startswith("wide")):
+        for n in sizes[kind]:
+            p = data / f"{kind}_{n}.csv"
+            if not p.exists():
+                wide_frame(int(kind[4:]), n, np.random.default_rng(SEED + 5 + n + int(kind[4:]))).to_csv(p, index=False)
+            out[p.stem] = str(p)
+    for kind, (lo, hi) in (("midtext", (30, 120)), ("longtext", (60, 240))):
+        for n in sizes.get(kind, []):
+            p = data / f"{kind}_{n}.csv"
+            r = np.random.default_rng(SEED + 7 + n + hi)
+            y = r.integers(0, 3, n)
+            if not p.exists():
+                pd.DataFrame({"review": _text(r, vocab, y, lo, hi), "label": [f"l{v}" for v in y]}).to_csv(
+                    p, index=False
+                )
+            out[p.stem] = str(p)
     if sizes.get("images"):
         # Pillow: only image work needs it
         from PIL import Image
@@ -170,6 +186,27 @@ def make_data(work: Path, sizes: dict[str, list[int]]) -> dict[str, str]:
     if corpus:
         out["tiny-llama"] = str(_tiny_llama(work / "models" / "tiny-llama", corpus))
     return out
+
+
+def wide_columns(k: int) -> tuple[list[str], list[tuple[str, int]]]:
+    """The columns of a `wide{k}` table: k - k // 4 numbers x0.. and k // 4 categories c0.. (with 5
+    to 40 distinct values), plus a binary `label`."""
+    cats = k // 4
+    return [f"x{j}" for j in range(k - cats)], [(f"c{j}", 5 + (11 * j) % 36) for j in range(cats)]
+
+
+def wide_frame(k: int, n: int, r: Any) -> Any:
+    """`n` rows of the `wide{k}` table (seeded by `r`): a label that depends on a few columns."""
+    import numpy as np
+    import pandas as pd
+
+    numbers, cats = wide_columns(k)
+    cols: dict[str, Any] = {x: r.normal(0, 1, n).round(4) for x in numbers}
+    cols.update({c: r.choice([f"{c}v{i}" for i in range(m)], n) for c, m in cats})
+    frame = pd.DataFrame(cols)
+    logit = frame[numbers[0]] - 0.5 * frame[numbers[1]] + (frame[cats[0][0]] == f"{cats[0][0]}v0") * 0.8
+    frame["label"] = (r.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    return frame
 
 
 def _tiny_llama(out: Path, corpus: list[str]) -> Path:
