@@ -28,6 +28,7 @@ import shutil
 import statistics
 import string
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,24 @@ def runq_wait_s() -> float:
         except (OSError, IndexError, ValueError):
             pass
     return total / 1e9
+
+
+def thread_cpu_s() -> tuple[float, float]:
+    """(seconds on a CPU of the main thread, of all live threads) of this process (schedstat field 1).
+    On a shared host these do not count the time a thread waited for a CPU: the main thread's on-CPU
+    time per batch approximates the batch's time on a quiet host (the intra-op worker runs beside it);
+    with OMP_WAIT_POLICY=PASSIVE the workers do not spin at barriers, so the sum is their work."""
+    main = threading.get_native_id()
+    own = total = 0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            ns = int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+        total += ns
+        if task.name == str(main):
+            own = ns
+    return own / 1e9, total / 1e9
 
 
 # --- synthetic data (the lab's generators, gen_data.py) -----------------------------------------
@@ -285,7 +304,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
     rec["torch_threads"] = torch.get_num_threads()
     config = spec["config"]
     rec["config_used"] = config
-    ev: dict[str, Any] = {"steps": [], "evals": [], "tune": [], "create_model_s": None}
+    ev: dict[str, Any] = {"steps": [], "steps_cpu": [], "evals": [], "tune": [], "create_model_s": None}
     marks: dict[str, float] = {}
     runq: dict[str, float] = {}
 
@@ -326,6 +345,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
     class Probe(Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             self.t0 = 0.0
+            self.cpu0 = (0.0, 0.0)
             self.eval_t0 = 0.0
             self.last_eval_end: float | None = None
 
@@ -348,12 +368,15 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
                 ev["evals"][-1]["gap_to_next_batch_s"] = round(now - self.last_eval_end, 5)
                 self.last_eval_end = None
             self.t0 = now
+            self.cpu0 = thread_cpu_s()
 
         def on_batch_end(
             self, trainer: Any, progress_tracker: Any, save_path: str, sync_step: bool = True, **kw: Any
         ) -> None:
             now = time.perf_counter()
+            main, total = thread_cpu_s()
             ev["steps"].append([round(now - self.t0, 6), bool(sync_step)])
+            ev["steps_cpu"].append([round(main - self.cpu0[0], 6), round(total - self.cpu0[1], 6)])
             marks["last_batch_end"] = now
 
         def on_eval_start(self, trainer: Any, progress_tracker: Any, save_path: str, **kw: Any) -> None:
@@ -442,6 +465,9 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
         "p10_s": round(srt[len(srt) // 10], 6) if srt else None,
         "p90_s": round(srt[(len(srt) * 9) // 10], 6) if srt else None,
         "all_s": step_s,
+        "main_thread_cpu_s": [c[0] for c in ev["steps_cpu"]],
+        "all_threads_cpu_s": [c[1] for c in ev["steps_cpu"]],
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
     }
     rec["evals"], rec["tune"], rec["progress"] = ev["evals"], ev["tune"], ev.get("progress")
     rec["model_params"], rec["model_trainable_params"] = (
