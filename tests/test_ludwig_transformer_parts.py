@@ -176,3 +176,17 @@ def test_part_fields_are_checked():
         ModelSpec(**base, part_layers=1, part_tokens=9, part_hidden_size=256, part_num_heads=7, part_ffn_size=256)
     with pytest.raises(ValueError, match="inside an mlp/cnn/other"):
         ModelSpec(name="t", arch="encoder", hidden_size=8, num_layers=1, num_heads=1, part_layers=1)
+
+
+def test_the_optimizer_updates_the_parts_tensors(tmp_path):
+    """Ludwig's FT-Transformer model of the 8-feature table holds 38 parameter tensors: 8 projectors'
+    weight and bias (16), [CLS] (1), one TransformerBlock (16), 3 category embeddings, the binary
+    decoder's weight and bias (2). perfmodel counts 35 (the encoders' embeddings are not in the
+    model section): CPU AdamW runs its for-loop ops once per tensor, so this sets the optimizer's
+    launches (one tensor before issue 24)."""
+    from perfmodel.analytic.overhead import trainable_tensors
+
+    w = _ft_workload(tmp_path)
+    assert trainable_tensors(w) == 16 + 8 * 2 + 1 + 2
+    opt = [k for k in plan_step(w).kernels if k.per_step]
+    assert opt and opt[0].work.shape[1] == 35
