@@ -291,7 +291,7 @@ def collect_ludwig(
     rows. Each run is timed at least `repeats` times (the cleanest attempt is the record; every
     attempt's total, median step, load averages and contention are kept in its `repeats`).
     `heldout`: the held-out runs of `heldout_transformer_runs()` instead, recorded into
-    datasets/heldout/ludwig-lab/ (records in runs/, their datasets copied to data/), no rows.
+    datasets/heldout/ludwig-lab/ (records in under-load/, their datasets copied to data/), no rows.
     Raises perfmodel.errors.ConfigError when no Ludwig venv is found."""
     say = (lambda text: sys.stderr.write(text + "\n")) if progress else (lambda text: None)
     t0 = time.perf_counter()
@@ -299,7 +299,7 @@ def collect_ludwig(
     out = ensure_output_dir(out_dir if out_dir is not None else paths.raw_dir())
     fingerprint = collect_fingerprint()
     hw = fingerprint.hardware_id
-    records_dir = HELDOUT_DIR / "runs" if heldout else out / RECORDS_DIR / hw
+    records_dir = HELDOUT_DIR / HELDOUT_LOADED if heldout else out / RECORDS_DIR / hw
     write_rows = write_rows and not heldout
     work = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / "perfmodel-ludwig-collect"
     runs = [r for r in (heldout_transformer_runs() if heldout else ludwig_runs()) if not only or r.name in only]
@@ -376,6 +376,9 @@ def collect_ludwig(
 
 HELDOUT_DIR = ROOT / "datasets" / "heldout" / "ludwig-lab"
 """The lab's held-out Ludwig runs (collectors/ludwig_eval.py evaluates them; never in the feature table)."""
+HELDOUT_LOADED = "under-load"
+"""Sub-folder of HELDOUT_DIR for held-out records measured on a loaded host (issue 24's transformer
+runs: wall times not a quiet host's; judged by their per-batch CPU times), beside `runs/`."""
 
 
 def _attempt_summary(rec: dict[str, Any]) -> dict[str, Any]:

@@ -190,3 +190,17 @@ def test_the_optimizer_updates_the_parts_tensors(tmp_path):
     assert trainable_tensors(w) == 16 + 8 * 2 + 1 + 2
     opt = [k for k in plan_step(w).kernels if k.per_step]
     assert opt and opt[0].work.shape[1] == 35
+
+
+def test_cpu_dropout_masks_are_drawn_serially(tmp_path):
+    """On a CPU PyTorch's dropout draws its mask element by element (bernoulli_; the fused kernel is
+    CUDA's): the FT-Transformer's two dropouts over (batch x 9 tokens x 256) elements cost
+    CPU_DROPOUT_S_PER_ELEMENT each on the host, and nothing of the kind on a GPU."""
+    from perfmodel.analytic import conventions as cv
+    from perfmodel.catalog import get_gpu
+
+    w = _ft_workload(tmp_path)
+    plan = plan_step(w)
+    assert plan.host_serial_s == pytest.approx(2 * BATCH * 9 * D * cv.CPU_DROPOUT_S_PER_ELEMENT)
+    on_gpu = dataclasses.replace(w, gpu=get_gpu("A100-80GB"))
+    assert plan_step(on_gpu).host_serial_s == 0.0

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -88,6 +89,9 @@ class StepPlan:
     kernels: tuple[PlannedKernel, ...]
     recipe: FrameworkRecipe
     notes: tuple[str, ...] = ()
+    host_serial_s: float = 0.0
+    """Host seconds per micro-batch outside the kernel model: on a CPU, the serial mask draws of the
+    transformer part's dropouts (conventions.CPU_DROPOUT_S_PER_ELEMENT)."""
 
     def launches(self, *, per_step: bool) -> float:
         return sum(k.work.launches * k.calls for k in self.kernels if k.per_step == per_step)
@@ -690,14 +694,15 @@ the profiler shows aten::_scaled_dot_product_flash_attention_for_cpu and its bac
 
 def _transformer_part(
     w: Workload, recipe: FrameworkRecipe, out: list[PlannedKernel], on_cpu: bool
-) -> tuple[float, list[str]]:
+) -> tuple[float, list[str], float]:
     """A transformer stack inside a non-transformer model (model.part_*: a Ludwig ECD model's
     FT-Transformer combiner or transformer sequence encoder), kernel by kernel: per layer what
     `_transformer_layers` runs for an encoder block with layer norms and a ReLU feed-forward (Ludwig's
     TransformerBlock: q/k/v/output projections, attention, the heads' transpose, two residual adds, two
     layer norms, fc1/fc2), plus its two dropouts; before the stack the per-feature input projections
     (one small matmul per feature) with the token stack and [CLS] concatenation, or the token and
-    position embeddings with their add and dropout. Returns (forward FLOPs per sample it costed, notes)."""
+    position embeddings with their add and dropout. Returns (forward FLOPs per sample it costed, notes,
+    host seconds of the dropouts' serial mask draws on a CPU per micro-batch)."""
     m, t = w.model, w.training
     sub = dataclasses.replace(
         w,
@@ -786,7 +791,12 @@ def _transformer_part(
         f"the model's transformer stack ({m.part_layers} layer(s), width {d}, {m.part_num_heads} heads, "
         f"{m.part_tokens} tokens per sample) is costed kernel by kernel; the rest of the model by its FLOPs"
     )
-    return forward, [note]
+    serial = 0.0
+    if on_cpu:
+        dropouts = PART_DROPOUTS_PER_LAYER * float(m.part_layers) + (1.0 if m.part_vocab_size else 0.0)
+        serial = dropouts * tokens * d * cv.CPU_DROPOUT_S_PER_ELEMENT
+        note += f"; on a CPU its dropouts draw their masks serially ({serial * 1e3:.3g} ms per batch)"
+    return forward, [note], serial
 
 
 def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
@@ -798,16 +808,19 @@ def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
     on_cpu = w.gpu.vendor == "cpu"
     out: list[PlannedKernel] = []
     notes: list[str] = []
+    serial = 0.0
     if w.model.is_transformer:
         _transformer_layers(w, recipe, out, on_cpu)
         _outside_layers(w, recipe, p, out, on_cpu)
     elif w.model.part_layers:
-        costed, part_notes = _transformer_part(w, recipe, out, on_cpu)
+        costed, part_notes, serial = _transformer_part(w, recipe, out, on_cpu)
         notes += part_notes + _cnn(w, recipe, p, out, on_cpu, costed_flops_per_sample=costed)
     else:
         notes += _cnn(w, recipe, p, out, on_cpu)
     _optimizer(w, recipe, p, out, on_cpu)
-    return StepPlan(kernels=tuple(k for k in out if k.calls > 0), recipe=recipe, notes=tuple(notes))
+    return StepPlan(
+        kernels=tuple(k for k in out if k.calls > 0), recipe=recipe, notes=tuple(notes), host_serial_s=serial
+    )
 
 
 # --- pricing --------------------------------------------------------------------------------------
@@ -837,8 +850,6 @@ class StepTime:
 
 def host_seconds_per_launch(w: Workload) -> float:
     """Host time to dispatch one eager op (conventions.HOST_SECONDS_PER_KERNEL), scaled by the recipe."""
-    from perfmodel.analytic import conventions as cv
-
     return cv.HOST_SECONDS_PER_KERNEL * recipe_of(w).launch_scale
 
 
@@ -865,7 +876,6 @@ def price_many(items: list[tuple[Workload, StepPlan]], params: object = None) ->
 def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[Any] | None = None) -> StepTime:
     """Seconds of every kernel of `plan` on the workload's accelerator (perfmodel.kernels.efficiency);
     `times`: the kernel times already computed (`price_many`)."""
-    from perfmodel.analytic import conventions as cv
     from perfmodel.kernels.efficiency import kernel_times
 
     accum = w.training.grad_accum_steps
@@ -890,7 +900,7 @@ def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[A
     return StepTime(
         device_micro_s=dev[False],
         device_step_s=dev[True],
-        host_micro_s=plan.launches(per_step=False) * per_launch + framework_floor,
+        host_micro_s=plan.launches(per_step=False) * per_launch + framework_floor + plan.host_serial_s,
         host_step_s=plan.launches(per_step=True) * per_launch + recipe.host_s_per_step,
         floor_micro_s=floor[False],
         floor_step_s=floor[True],
