@@ -216,6 +216,7 @@ def wide_columns(k: int) -> tuple[list[str], list[tuple[str, int]]]:
 
 def wide_frame(k: int, n: int, r: Any) -> Any:
     """`n` rows of the `wide{k}` table (seeded by `r`): a label that depends on a few columns."""
+    # numpy, pandas: the Ludwig venv's, only when data is made (this module imports the standard library only)
     import numpy as np
     import pandas as pd
 

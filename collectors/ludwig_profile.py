@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.lock import ensure_output_dir, hold_output_dir
+from collectors.ludwig_child import wide_columns
 from collectors.ludwig_rows import UNDER_LOAD, records_to_rows
 from perfmodel import paths
 from perfmodel.config.ludwig_venv import require_ludwig_python
@@ -124,8 +125,6 @@ def _llm(batch: int, accum: int = 1) -> dict[str, Any]:
 def _wide(k: int, batch: int, epochs: int = 1, combiner: dict[str, Any] | None = None) -> dict[str, Any]:
     """A `wide{k}` table (collectors/ludwig_child.py wide_columns: k - k // 4 numbers, k // 4
     categories): with no combiner section Ludwig builds its FT-Transformer (one token per feature)."""
-    from collectors.ludwig_child import wide_columns
-
     numbers, cats = wide_columns(k)
     cfg: dict[str, Any] = {
         "input_features": [{"name": x, "type": "number"} for x in numbers]
