@@ -28,6 +28,7 @@ import shutil
 import statistics
 import string
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,24 @@ def runq_wait_s() -> float:
         except (OSError, IndexError, ValueError):
             pass
     return total / 1e9
+
+
+def thread_cpu_s() -> tuple[float, float]:
+    """(seconds on a CPU of the main thread, of all live threads) of this process (schedstat field 1).
+    On a shared host these do not count the time a thread waited for a CPU: the main thread's on-CPU
+    time per batch approximates the batch's time on a quiet host (the intra-op worker runs beside it);
+    with OMP_WAIT_POLICY=PASSIVE the workers do not spin at barriers, so the sum is their work."""
+    main = threading.get_native_id()
+    own = total = 0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            ns = int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+        total += ns
+        if task.name == str(main):
+            own = ns
+    return own / 1e9, total / 1e9
 
 
 # --- synthetic data (the lab's generators, gen_data.py) -----------------------------------------
@@ -125,6 +144,22 @@ def make_data(work: Path, sizes: dict[str, list[int]]) -> dict[str, str]:
         if not p.exists():
             df.to_csv(p, index=False)
         out[p.stem] = str(p)
+    for kind in sorted(k for k in sizes if k.startswith("wide")):
+        for n in sizes[kind]:
+            p = data / f"{kind}_{n}.csv"
+            if not p.exists():
+                wide_frame(int(kind[4:]), n, np.random.default_rng(SEED + 5 + n + int(kind[4:]))).to_csv(p, index=False)
+            out[p.stem] = str(p)
+    for kind, (lo, hi) in (("midtext", (30, 120)), ("longtext", (60, 240))):
+        for n in sizes.get(kind, []):
+            p = data / f"{kind}_{n}.csv"
+            r = np.random.default_rng(SEED + 7 + n + hi)
+            y = r.integers(0, 3, n)
+            if not p.exists():
+                pd.DataFrame({"review": _text(r, vocab, y, lo, hi), "label": [f"l{v}" for v in y]}).to_csv(
+                    p, index=False
+                )
+            out[p.stem] = str(p)
     if sizes.get("images"):
         # Pillow: only image work needs it
         from PIL import Image
@@ -170,6 +205,28 @@ def make_data(work: Path, sizes: dict[str, list[int]]) -> dict[str, str]:
     if corpus:
         out["tiny-llama"] = str(_tiny_llama(work / "models" / "tiny-llama", corpus))
     return out
+
+
+def wide_columns(k: int) -> tuple[list[str], list[tuple[str, int]]]:
+    """The columns of a `wide{k}` table: k - k // 4 numbers x0.. and k // 4 categories c0.. (with 5
+    to 40 distinct values), plus a binary `label`."""
+    cats = k // 4
+    return [f"x{j}" for j in range(k - cats)], [(f"c{j}", 5 + (11 * j) % 36) for j in range(cats)]
+
+
+def wide_frame(k: int, n: int, r: Any) -> Any:
+    """`n` rows of the `wide{k}` table (seeded by `r`): a label that depends on a few columns."""
+    # numpy, pandas: the Ludwig venv's, only when data is made (this module imports the standard library only)
+    import numpy as np
+    import pandas as pd
+
+    numbers, cats = wide_columns(k)
+    cols: dict[str, Any] = {x: r.normal(0, 1, n).round(4) for x in numbers}
+    cols.update({c: r.choice([f"{c}v{i}" for i in range(m)], n) for c, m in cats})
+    frame = pd.DataFrame(cols)
+    logit = frame[numbers[0]] - 0.5 * frame[numbers[1]] + (frame[cats[0][0]] == f"{cats[0][0]}v0") * 0.8
+    frame["label"] = (r.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    return frame
 
 
 def _tiny_llama(out: Path, corpus: list[str]) -> Path:
@@ -248,7 +305,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
     rec["torch_threads"] = torch.get_num_threads()
     config = spec["config"]
     rec["config_used"] = config
-    ev: dict[str, Any] = {"steps": [], "evals": [], "tune": [], "create_model_s": None}
+    ev: dict[str, Any] = {"steps": [], "steps_cpu": [], "evals": [], "tune": [], "create_model_s": None}
     marks: dict[str, float] = {}
     runq: dict[str, float] = {}
 
@@ -289,6 +346,7 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
     class Probe(Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             self.t0 = 0.0
+            self.cpu0 = (0.0, 0.0)
             self.eval_t0 = 0.0
             self.last_eval_end: float | None = None
 
@@ -311,12 +369,15 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
                 ev["evals"][-1]["gap_to_next_batch_s"] = round(now - self.last_eval_end, 5)
                 self.last_eval_end = None
             self.t0 = now
+            self.cpu0 = thread_cpu_s()
 
         def on_batch_end(
             self, trainer: Any, progress_tracker: Any, save_path: str, sync_step: bool = True, **kw: Any
         ) -> None:
             now = time.perf_counter()
+            main, total = thread_cpu_s()
             ev["steps"].append([round(now - self.t0, 6), bool(sync_step)])
+            ev["steps_cpu"].append([round(main - self.cpu0[0], 6), round(total - self.cpu0[1], 6)])
             marks["last_batch_end"] = now
 
         def on_eval_start(self, trainer: Any, progress_tracker: Any, save_path: str, **kw: Any) -> None:
@@ -405,6 +466,9 @@ def run_training(spec: dict[str, Any]) -> dict[str, Any]:
         "p10_s": round(srt[len(srt) // 10], 6) if srt else None,
         "p90_s": round(srt[(len(srt) * 9) // 10], 6) if srt else None,
         "all_s": step_s,
+        "main_thread_cpu_s": [c[0] for c in ev["steps_cpu"]],
+        "all_threads_cpu_s": [c[1] for c in ev["steps_cpu"]],
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
     }
     rec["evals"], rec["tune"], rec["progress"] = ev["evals"], ev["tune"], ev.get("progress")
     rec["model_params"], rec["model_trainable_params"] = (

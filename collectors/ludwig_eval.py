@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.ludwig_rows import record_workload
+from collectors.ludwig_rows import full_batches, record_workload, under_load
 from perfmodel.prediction import predict
 
 
@@ -35,6 +35,13 @@ class RunComparison:
     step_measured_s: float
     step_predicted_s: float
     contention: float
+    kind: str = ""
+    """ECD tabular | ECD text | ECD image | LLM (`model_kind`)."""
+    under_load: bool = False
+    """The run started or ended with a 1-minute load average above 2 (collectors.ludwig_rows.under_load)."""
+    step_cpu_s: float | None = None
+    """Median on-CPU seconds of Ludwig's main thread per full batch (records that have it): on a
+    loaded host, where wall times are not a quiet host's, the step time's proxy."""
 
     @property
     def ape(self) -> float:
@@ -43,6 +50,30 @@ class RunComparison:
     @property
     def inside(self) -> bool:
         return self.low_s <= self.measured_s <= self.high_s
+
+
+KINDS = ("ECD tabular", "ECD text", "ECD image", "LLM")
+
+
+def model_kind(config: dict[str, Any]) -> str:
+    """The run's model type: LLM, or an ECD model by its input features (image > text > tabular)."""
+    if str(config.get("model_type", "ecd")).lower() == "llm":
+        return "LLM"
+    types = {str(f.get("type", "")).lower() for f in config.get("input_features") or []}
+    if "image" in types:
+        return "ECD image"
+    if types & {"text", "sequence", "timeseries"}:
+        return "ECD text"
+    return "ECD tabular"
+
+
+def _step_cpu_s(rec: dict[str, Any]) -> float | None:
+    cpu = (rec.get("steps") or {}).get("main_thread_cpu_s")
+    if not cpu:
+        return None
+    walls = set(full_batches(rec))
+    kept = [c for c, t in zip(cpu, rec["steps"]["all_s"], strict=False) if t in walls] or list(cpu)
+    return float(statistics.median(kept))
 
 
 def _dataset(rec: dict[str, Any], runs_dir: Path) -> Path:
@@ -90,6 +121,9 @@ def evaluate_runs(
                 step_measured_s=float(st["median_s"]),
                 step_predicted_s=pred.step_time_s.estimate,
                 contention=float((rec.get("runq_wait_s") or {}).get("train_call_fraction_of_wall", 0.0)),
+                kind=model_kind(rec["config_used"]),
+                under_load=under_load(rec),
+                step_cpu_s=_step_cpu_s(rec),
             )
         )
     return out
@@ -104,6 +138,11 @@ def summary(rows: list[RunComparison]) -> dict[str, float]:
         if rows
         else float("nan"),
     }
+
+
+def summary_by_kind(rows: list[RunComparison]) -> dict[str, dict[str, float]]:
+    """`summary` per model type (the types with runs)."""
+    return {k: summary([r for r in rows if r.kind == k]) for k in KINDS if any(r.kind == k for r in rows)}
 
 
 def evaluation_table(rows: list[RunComparison]) -> str:
@@ -125,4 +164,22 @@ def evaluation_table(rows: list[RunComparison]) -> str:
         f"{int(s['runs'])} runs: total-time median APE {s['median_ape']:.0%}, measured total inside the 90% "
         f"interval {s['coverage']:.0%}, step count equal to Ludwig's {s['steps_equal']:.0%}"
     )
+    for kind, k in summary_by_kind(rows).items():
+        lines.append(
+            f"- {kind}: {int(k['runs'])} runs, median APE {k['median_ape']:.0%}, inside {k['coverage']:.0%}"
+        )
+    loaded = [r for r in rows if r.under_load]
+    if loaded:
+        lines.append(f"{len(loaded)} run(s) started or ended with a 1-minute load average above 2")
+    proxied = [r for r in loaded if r.step_cpu_s is not None]
+    if proxied:
+        lines.append(
+            "step times of those with per-batch CPU times: "
+            + ", ".join(
+                f"{r.name} (step {r.step_measured_s:.3f} s wall"
+                + (f", {r.step_cpu_s:.3f} s main-thread CPU" if r.step_cpu_s is not None else "")
+                + f" / {r.step_predicted_s:.3f} s predicted)"
+                for r in proxied
+            )
+        )
     return "\n".join(lines)

@@ -84,7 +84,23 @@ def run_summary(rec: dict[str, Any]) -> dict[str, Any]:
         "tuned": [[t["for_training"], t["chosen"]] for t in rec.get("tune") or []],
         "model_params_ludwig": rec.get("model_params"),
         "contention": (rec.get("runq_wait_s") or {}).get("train_call_fraction_of_wall"),
+        "load_avg_start": rec.get("load_avg_start"),
+        "load_avg_end": rec.get("load_avg_end"),
+        "under_load": under_load(rec),
+        "repeats": rec.get("repeats"),
     }
+
+
+UNDER_LOAD = 2.0
+"""1-minute load average above which a run on the 2-core host is flagged `under_load` in its row's
+notes (other work shared the CPUs: its times are longer than a quiet host's)."""
+
+
+def under_load(rec: dict[str, Any]) -> bool:
+    """Whether the run, or any of its repeats, started or ended with a 1-minute load above UNDER_LOAD."""
+    loads = [rec.get("load_avg_start"), rec.get("load_avg_end")]
+    loads += [x.get(k) for x in rec.get("repeats") or [] for k in ("load_avg_start", "load_avg_end")]
+    return any(float(v[0]) > UNDER_LOAD for v in loads if v)
 
 
 def records_to_rows(records: list[dict[str, Any]], *, hardware_id: str) -> list[dict[str, Any]]:

@@ -56,6 +56,14 @@ MODEL_COLUMNS: dict[str, str] = {
     "experts_per_token": "experts_per_token",
     "forward_gflops_per_sample": "forward_gflops_per_sample",
     "activation_mb_per_sample": "activation_mb_per_sample",
+    "part_layers": "part_layers",
+    "part_tokens": "part_tokens",
+    "part_hidden_size": "part_hidden_size",
+    "part_num_heads": "part_num_heads",
+    "part_ffn_size": "part_ffn_size",
+    "part_inputs": "part_inputs",
+    "part_input_width": "part_input_width",
+    "part_vocab_size": "part_vocab_size",
 }
 """Feature-table column -> ModelSpec field."""
 

@@ -231,6 +231,8 @@ def _workload_json(w: Workload) -> dict[str, Any]:
         data[f.name] = dataclasses.asdict(value) if nested else value
     data["gpu"] = w.gpu.name
     data["assumptions"] = list(w.assumptions)
+    if not w.model.part_layers:  # model.part_*: only for a model with a transformer part (issue 24)
+        data["model"] = {k: v for k, v in data["model"].items() if not k.startswith("part_")}
     return data
 
 

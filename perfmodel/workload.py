@@ -74,6 +74,14 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.params_total": FieldRange(1, 1e15),
     "model.forward_gflops_per_sample": FieldRange(0, 1e9, low_open=True),
     "model.activation_mb_per_sample": FieldRange(0, 1e7),
+    "model.part_layers": FieldRange(0, 10_000),
+    "model.part_tokens": FieldRange(0, 1 << 27),
+    "model.part_hidden_size": FieldRange(0, 1 << 20),
+    "model.part_num_heads": FieldRange(0, 1 << 16),
+    "model.part_ffn_size": FieldRange(0, 1 << 24),
+    "model.part_inputs": FieldRange(0, 1_000_000),
+    "model.part_input_width": FieldRange(0, 1e9),
+    "model.part_vocab_size": FieldRange(0, 10_000_000),
     # training
     "training.seq_len": FieldRange(1, 1 << 27),
     "training.micro_batch_size": FieldRange(1, 1_000_000_000),  # recommenders: 16 M (user, item) pairs per GPU
@@ -238,6 +246,29 @@ class ModelSpec:
     """Activation memory kept for backward per sample in MB at 16-bit (non-transformer archs)."""
     reference_input: str | None = None
     """The input the FLOPs figure refers to, e.g. '224x224 image'."""
+    part_layers: int = 0
+    """Transformer blocks inside a model that is not itself a transformer (arch mlp/other: a Ludwig
+    ECD model's FT-Transformer combiner or transformer sequence encoder, Ludwig's TransformerStack in
+    ludwig/modules/attention_modules.py); 0 = none. The part_* fields describe that stack so the step
+    plan costs it kernel by kernel; its FLOPs are included in forward_gflops_per_sample."""
+    part_tokens: int = 0
+    """Tokens per sample the stack runs over (FT-Transformer: input features + [CLS]; a sequence
+    encoder: the padded sequence length)."""
+    part_hidden_size: int = 0
+    """Width d of the stack (its q/k/v/output projections are d x d)."""
+    part_num_heads: int = 0
+    """Attention heads of the stack."""
+    part_ffn_size: int = 0
+    """Inner width of each block's feed-forward (Ludwig's transformer_output_size)."""
+    part_inputs: int = 0
+    """Per-sample input projections into the stack, one small linear layer each (FT-Transformer: one
+    per input feature, its `projectors`); 0 = none."""
+    part_input_width: float = 0.0
+    """Mean input width of those projections (elements per sample: a number feature 1, a category
+    embedding its size)."""
+    part_vocab_size: int = 0
+    """Rows of the token embedding before the stack (a sequence encoder's TokenAndPositionEmbedding,
+    part_hidden_size wide); 0 = none."""
     source: str = ""
     """Where the numbers come from."""
 
@@ -265,6 +296,20 @@ class ModelSpec:
                 f"model.params_total and model.forward_gflops_per_sample are required for a "
                 f"{self.arch} model"
             )
+        if self.part_layers:
+            if self.is_transformer or self.arch == "gbm":
+                raise ConfigError(
+                    f"model.part_layers describes a transformer part inside an mlp/cnn/other model; a "
+                    f"{self.arch} model is given by hidden_size/num_layers/num_heads instead"
+                )
+            for key in ("part_tokens", "part_hidden_size", "part_num_heads", "part_ffn_size"):
+                if getattr(self, key) < 1:
+                    raise ConfigError(f"model.{key} must be >= 1 when model.part_layers is given")
+            if self.part_hidden_size % self.part_num_heads:
+                raise ConfigError(
+                    f"model.part_hidden_size ({self.part_hidden_size}) must be divisible by "
+                    f"model.part_num_heads ({self.part_num_heads})"
+                )
 
     @property
     def is_transformer(self) -> bool:

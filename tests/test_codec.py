@@ -84,7 +84,23 @@ def random_model(rng: random.Random, i: int, arch: str) -> ModelSpec:
         forward_gflops_per_sample=rng.uniform(1e-3, 1e3),
         activation_mb_per_sample=_maybe(rng, rng.uniform(0.0, 1e4)),
         reference_input="224x224 image",
+        **(_part(rng) if rng.random() < 0.3 else {}),
     )
+
+
+def _part(rng: random.Random) -> dict:
+    """A transformer part inside the model (a Ludwig FT-Transformer / transformer encoder)."""
+    heads = rng.choice([1, 4, 8])
+    return {
+        "part_layers": rng.randint(1, 6),
+        "part_tokens": rng.randint(2, 512),
+        "part_hidden_size": heads * rng.choice([16, 32, 64]),
+        "part_num_heads": heads,
+        "part_ffn_size": rng.choice([64, 256, 1024]),
+        "part_inputs": rng.choice([0, rng.randint(1, 60)]),
+        "part_input_width": rng.choice([0.0, rng.uniform(1.0, 64.0)]),
+        "part_vocab_size": rng.choice([0, rng.randint(10, 30_000)]),
+    }
 
 
 def random_training(rng: random.Random, arch: str, precisions: list[str]) -> TrainingSpec:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collectors.ludwig_eval import RunComparison, evaluate_runs, evaluation_table, summary
-from collectors.ludwig_profile import data_sizes, ludwig_runs
+from collectors.ludwig_eval import RunComparison, evaluate_runs, evaluation_table, summary, summary_by_kind
+from collectors.ludwig_profile import data_sizes, heldout_transformer_runs, ludwig_runs
 from collectors.ludwig_rows import records_to_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,10 @@ def test_the_grid_differs_from_the_held_out_lab_runs():
     # the lab's 18 held-out runs: batch 64 or auto on 2,000 / 2,012 / 4,000 rows, LLM batch 8 on 500 / 1,000 rows
     lab = {(64, 2000), (64, 4000), (64, 2012), ("auto", 2000), ("auto", 4000), (8, 500), (8, 1000)}
     assert not {(r.config["trainer"]["batch_size"], r.rows) for r in runs} & lab
-    assert {r.data for r in runs} == {"tabular", "text", "images", "llm"}
+    assert {r.data for r in runs} == {"tabular", "text", "images", "llm", "wide16", "wide32", "longtext"}
+    held = heldout_transformer_runs()  # issue 24: other tables, texts, sizes and row counts
+    assert not {r.data for r in held} & {r.data for r in runs}
+    assert not {(r.data, r.rows) for r in held} & {(r.data, r.rows) for r in runs}
     assert data_sizes(runs)["tabular"] == sorted(
         set(data_sizes(runs)["tabular"]), key=data_sizes(runs)["tabular"].index
     )
@@ -158,15 +161,26 @@ def test_evaluating_a_record_predicts_it_as_a_user_would(tmp_path):
 
 
 def test_the_held_out_lab_runs_meet_the_target_with_the_analytic_model():
-    """The 18 real Ludwig 0.17.10 runs committed under datasets/heldout/ludwig-lab (never in the
-    feature table), predicted as a user would with the analytic model: issue 16's target is a
-    total-time median APE <= 25% and >= 80% inside the 90% interval; step counts equal except the
-    two `batch_size: auto` runs whose tuner stopped at batch size 1 (measured: 9%, 18/18, 16/18)."""
-    rows = evaluate_runs(ROOT / "datasets" / "heldout" / "ludwig-lab" / "runs", use_learned=False)
+    """The 18 real Ludwig 0.17.10 runs of issue 16 committed under datasets/heldout/ludwig-lab (never
+    in the feature table, never fitted on), predicted as a user would with the analytic model:
+    issue 24's target is a total-time median APE <= 15% and >= 85% inside the 90% interval (issue
+    16's was 25% / 80%); step counts equal except the two `batch_size: auto` runs whose tuner
+    stopped at batch size 1 (measured with the transformer parts: 4%, 18/18, 16/18; per type ECD
+    tabular 6, text 8, image 2, LLM 2 runs, every one inside). Issue 24's held-out transformer runs
+    (heldout_*) were measured on a host under heavy load: their wall times are not a quiet host's,
+    so they are judged by their step times (`test_held_out_transformer_runs_step_times`)."""
+    rows = [
+        r
+        for r in evaluate_runs(ROOT / "datasets" / "heldout" / "ludwig-lab" / "runs", use_learned=False)
+        if not r.name.startswith("heldout_")
+    ]
     s = summary(rows)
     assert s["runs"] == 18
-    assert s["median_ape"] <= 0.25
-    assert s["coverage"] >= 0.8
+    assert s["median_ape"] <= 0.15
+    assert s["coverage"] >= 0.85
+    by_kind = summary_by_kind(rows)
+    assert set(by_kind) == {"ECD tabular", "ECD text", "ECD image", "LLM"}
+    assert all(k["coverage"] >= 0.85 for k in by_kind.values()), by_kind
     unequal = {r.name for r in rows if r.steps_ludwig != r.steps_perfmodel}
     assert unequal == {"ecd_tab_concat_2000", "ecd_tab_concat_4000"}
 
@@ -182,3 +196,20 @@ def test_the_held_out_evaluation_does_not_depend_on_the_machines_cpu(monkeypatch
     hardware._describe_local_cpu.cache_clear()
     elsewhere = [(r.name, r.predicted_s, r.low_s, r.high_s) for r in evaluate_runs(runs, use_learned=False)]
     assert here == elsewhere
+
+
+def test_held_out_transformer_runs_step_times():
+    """Issue 24's held-out runs (collectors/ludwig_profile.py heldout_transformer_runs: FT-Transformer
+    on 24- and 48-feature tables, the transformer encoder on 30-120-word texts; tables, texts, sizes
+    and row counts no fitting run used), measured on the 2-core host under a 1-minute load of 10-14
+    (committed in datasets/heldout/ludwig-lab/under-load/): their wall times are 5-20x a quiet
+    host's, so each batch's on-CPU time of Ludwig's main thread stands in. Two fitting configs timed
+    both quiet and under that load ran 1.5x (text_transformer_bs128_3000) and 1.9x
+    (tab_nocombiner_bs128_8000) their quiet step in main-thread CPU, so the quiet step lies near
+    CPU / 1.5 .. CPU / 1.9: the prediction must fall in CPU / 2.5 .. CPU (the generic-matmul costing
+    before issue 24 predicted 63 ms for the 24-feature table: below 210 / 2.5 = 84)."""
+    runs = ROOT / "datasets" / "heldout" / "ludwig-lab" / "under-load"
+    rows = [r for r in evaluate_runs(runs, use_learned=False) if r.step_cpu_s is not None]
+    assert len(rows) >= 3 and all(r.under_load for r in rows)
+    for r in rows:
+        assert r.step_cpu_s / 2.5 <= r.step_predicted_s <= r.step_cpu_s, r

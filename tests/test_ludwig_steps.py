@@ -117,7 +117,9 @@ def test_per_batch_floor_makes_tiny_models_cost_ludwigs_own_work(tmp_path):
         gpu="cpu",
         overrides=["framework=torch-eager"],
     )
-    assert predict(w2, use_learned=False).analytic.t_bound_s < 4.6e-3  # no Ludwig, no floor
+    # no Ludwig, no floor: the same model in plain eager PyTorch is the floor faster (its own kernels,
+    # the FT-Transformer's of issue 24 included, cost the same in both)
+    assert p.analytic.t_bound_s - predict(w2, use_learned=False).analytic.t_bound_s == pytest.approx(4.6e-3)
 
 
 def test_early_stopping_is_the_low_end(tmp_path):

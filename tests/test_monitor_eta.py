@@ -9,6 +9,7 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfmodel.monitor import eta
@@ -106,14 +107,17 @@ def test_with_few_noisy_steps_the_prior_dominates_and_with_many_the_observation(
 
 
 def test_interval_narrows_as_steps_accrue():
+    """One run of 1,000 steps: as steps accrue the interval narrows towards the level drift the
+    run's length allows (horizon_drift(1,000): the rest of a long run on a shared host may move)."""
     prior = StepTimePrior(estimate_s=0.7, low_s=0.35, high_s=1.4)
     trace = noisy(400, 0.5, cv=0.1, seed=5)
     widths = []
     for n in (3, 10, 40, 160):
-        est = estimate_remaining(steps(trace[:n]), 1000, prior)
+        est = estimate_remaining(steps(trace[:n]), 1000 - n, prior)
         widths.append(math.log(est.remaining_s[2] / est.remaining_s[1]))
     assert widths == sorted(widths, reverse=True)
-    assert widths[-1] < widths[0] / 3
+    drift_only = 2 * 1.6449 * math.sqrt(eta.horizon_drift(1000) ** 2 - eta.LEVEL_DRIFT**2)
+    assert drift_only < widths[-1] < 1.15 * drift_only
     prior_only = estimate_remaining([], 1000, prior)
     assert prior_only.remaining_s == pytest.approx((700.0, 350.0, 1400.0))
     assert prior_only.prior_weight == 1.0
@@ -152,36 +156,56 @@ def test_remaining_time_interval_covers_real_traces_at_its_rate(prior_factor):
     prior, when used, is off by `prior_factor` with an interval that still covers the truth."""
     traces = _real_traces()
     assert len(traces) >= 50
-    coverage = _replay_coverage(traces, prior_factor)
+    coverage = eta.replay_coverage(traces, rules=False, prior_factor=prior_factor).coverage
     # LEVEL_DRIFT was chosen on the quick-profile traces only; pooled with the full-profile ones
     # the coverage was 94% (module docstring). A broken blend or spread lands far outside this.
     assert 0.87 <= coverage <= 0.99, coverage
 
 
-def _replay_coverage(traces: list[list[float]], prior_factor: float | None = None) -> float:
-    """After k = 2.. steps of each trace, how often the 90% interval for the remaining time holds the
-    truth. With `prior_factor`, a prior off by that factor whose interval (/ 2.5, x 2.5) covers it."""
-    hits, n = 0, 0
-    for trace in traces:
-        prior = None
-        if prior_factor is not None:
-            est = sum(trace) / len(trace) * prior_factor
-            prior = StepTimePrior(estimate_s=est, low_s=est / 2.5, high_s=est * 2.5)
-        for k in range(2, len(trace)):
-            r = estimate_remaining(steps(trace[:k]), len(trace) - k, prior, 0.9).remaining_s
-            hits += r[1] <= sum(trace[k:]) <= r[2]
-            n += 1
-    return hits / n
+def test_live_eta_covers_both_trace_sets():
+    """The live ETA (the monitor's change-point warm-up and stable-phase rules pick the steps) on
+    the collectors' traces and on the real Ludwig runs (every batch after the first, Ludwig's own
+    warm-up ramps and the shared host's level changes left in): issue 24 asks >= 90% on each; issue
+    16 measured 82% on the Ludwig runs before the horizon drift (docs/run.md)."""
+    collectors = eta.replay_coverage(_real_traces(), rules=True)
+    ludwig = eta.replay_coverage(_real_traces(ludwig=True), rules=True)
+    assert ludwig.traces >= 10 and collectors.traces >= 50
+    assert 0.90 <= collectors.coverage <= 0.99, collectors
+    assert 0.90 <= ludwig.coverage <= 0.99, ludwig
 
 
-def test_remaining_time_interval_on_real_ludwig_runs():
-    """The 15 real Ludwig runs of the `ludwig` collector (every batch after the first, Ludwig's
-    own warm-up ramps left in: up to 3x over the first 10 batches on a 2-core CPU): the interval
-    held 82% when measured (issue 16), below the 90% it claims; a broken blend or spread lands
-    far below this bound."""
-    traces = _real_traces(ludwig=True)
-    assert len(traces) >= 10
-    assert 0.75 <= _replay_coverage(traces) <= 0.99
+def test_the_horizon_drift_leaves_ten_step_slices_alone_and_grows_as_a_random_walk():
+    assert eta.horizon_drift(2) == eta.horizon_drift(10) == eta.LEVEL_DRIFT
+    assert eta.horizon_drift(40) == pytest.approx(2 * eta.LEVEL_DRIFT)
+    trace = noisy(200, 1.0, cv=0.02, seed=11)
+    short = estimate_remaining(steps(trace[:8]), 2, None).remaining_s
+    long = estimate_remaining(steps(trace[:100]), 300, None).remaining_s
+    assert math.log(long[2] / long[1]) > 2 * 1.645 * eta.horizon_drift(400) * 0.95  # the drift dominates
+    assert short == estimate_remaining(steps(trace[:8]), 2, None, drift=eta.LEVEL_DRIFT).remaining_s
+
+
+# --- change points ----------------------------------------------------------------------------
+
+
+def test_change_points_find_a_shift_and_nothing_in_noise():
+    rng = random.Random(12)
+    flat = [rng.gauss(0.0, 0.05) for _ in range(60)]
+    sigma = eta.noise_sigma(np.array(flat))
+    penalty = eta.CHANGE_POINT_PENALTY * sigma**2 * math.log(60)
+    assert eta.change_points(flat, penalty) == []
+    shifted = [x + (0.5 if i < 23 else 0.0) for i, x in enumerate(flat)]
+    assert eta.change_points(shifted, penalty) == [23]
+
+
+def test_a_long_warm_up_ramp_is_found_whatever_its_length():
+    """A ramp of 18 steps from 3x down to the settled level, then noise: warm-up ends where it settles
+    (a fixed window of steps would stop early or late)."""
+    ramp = [3.0 - 2.0 * i / 17 for i in range(18)]
+    times = [6.0] + ramp + noisy(60, 1.0, seed=13)
+    k = warmup_intervals(steps(times))
+    assert 12 <= k <= 20
+    short = [6.0, 2.0] + noisy(60, 1.0, seed=14)
+    assert warmup_intervals(steps(short)) == 2
 
 
 # --- the core under a fake clock --------------------------------------------------------------

@@ -288,6 +288,18 @@ tiny model): the median step of a 1,990-parameter model at batch size 1 was 4.1-
 3.3-6.8 ms) on the 2-core CPU. Added to each micro-batch of framework `ludwig`
 (overhead.framework_floor_per_micro_batch_s)."""
 
+CPU_DROPOUT_S_PER_ELEMENT = 8.0e-9
+"""Host seconds per element of a dropout's forward on a CPU, beyond its memory traffic: PyTorch's CPU
+dropout draws the mask element by element (aten::dropout -> empty_like, bernoulli_, div_, mul:
+aten/src/ATen/native/Dropout.cpp _dropout_impl; the fused native_dropout is CUDA-only), and
+bernoulli_ with a scalar p runs serially. Measured (issue 24, torch 2.11, the 2-core CPU under a
+1-minute load of 12): 11.1 ns of main-thread CPU per element for nn.Dropout(0.1) on 2.0 M and
+0.3 M fp32 elements (bernoulli_ alone 7.5 ns), where the same host's CPU times ran 1.5-1.9x their
+quiet values (two configs timed quiet and under that load: collectors/ludwig_profile.py); fitted:
+8.0 ns makes the quiet collector run text_transformer_bs128_3000 (3 dropouts of 2.0 M elements per
+batch; 166.6 ms measured) come out at its measured step time. Not counted for GPUs (one fused
+kernel there)."""
+
 LUDWIG_TUNER_MAX_CPU_BATCH = 128
 """Ludwig's batch-size tuner caps at MAX_CPU_BATCH_SIZE = 128 without CUDA (ludwig/trainers/trainer.py:
 Trainer.tune_batch_size) and only tries sizes <= 0.2 x training rows (ludwig/utils/batch_size_tuner.py)."""

@@ -43,10 +43,28 @@ def trainable_tensors(w: Workload) -> float:
     layers = float(m.num_layers or 0)
     if t.lora_r:
         return 2.0 * t.lora_target_modules * layers
+    if not m.is_transformer and m.part_layers:
+        return part_tensors(w)
     if not m.is_transformer:
         return 0.0
     per_layer = 9.0 if m.gated_mlp else 8.0  # q, k, v, o, MLP matrices, two norms
     return per_layer * layers + 3.0
+
+
+PART_TENSORS_PER_LAYER = 16
+"""Parameter tensors of one Ludwig TransformerBlock (ludwig/modules/attention_modules.py): q, k, v and
+combine_heads Linear weights and biases (8), two LayerNorms' weight and bias (4), the feed-forward's
+two Linear weights and biases (4)."""
+
+
+def part_tensors(w: Workload) -> float:
+    """Trainable tensors of a model with a transformer part (model.part_*): its blocks, one weight and
+    bias per per-feature projection and the [CLS] token (FT-Transformer), the token and position
+    embeddings (a sequence encoder), and the decoder's weight and bias."""
+    m = w.model
+    projections = 2.0 * m.part_inputs + (1.0 if m.part_inputs else 0.0)
+    embeddings = 2.0 if m.part_vocab_size else 0.0
+    return PART_TENSORS_PER_LAYER * float(m.part_layers) + projections + embeddings + 2.0
 
 
 def optimizer_kernels_per_step(w: Workload) -> float:

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -48,7 +49,7 @@ from perfmodel.kernels.work import (
     rotary_work,
 )
 from perfmodel.recipes import FrameworkRecipe
-from perfmodel.workload import Workload
+from perfmodel.workload import ModelSpec, Workload
 
 CNN_REFERENCE_SPATIAL = 28 * 28
 """Output pixels of the convolution that stands for a whole CNN (ResNet-50's third stage at 224x224:
@@ -88,6 +89,9 @@ class StepPlan:
     kernels: tuple[PlannedKernel, ...]
     recipe: FrameworkRecipe
     notes: tuple[str, ...] = ()
+    host_serial_s: float = 0.0
+    """Host seconds per micro-batch outside the kernel model: on a CPU, the serial mask draws of the
+    transformer part's dropouts (conventions.CPU_DROPOUT_S_PER_ELEMENT)."""
 
     def launches(self, *, per_step: bool) -> float:
         return sum(k.work.launches * k.calls for k in self.kernels if k.per_step == per_step)
@@ -202,7 +206,14 @@ def _full(
         out.append(PlannedKernel(label=f"{label} backward", work=build("backward"), calls=calls))  # type: ignore[operator]
 
 
-def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedKernel], on_cpu: bool) -> None:
+def _transformer_layers(
+    w: Workload,
+    recipe: FrameworkRecipe,
+    out: list[PlannedKernel],
+    on_cpu: bool,
+    activation: str | None = None,
+    attention_variant: str | None = None,
+) -> None:
     m, t, par = w.model, w.training, w.parallel
     mm, act, res = _dtypes(w)
     tp = par.tensor_parallel
@@ -230,6 +241,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
         attn_variant = "efficient"  # SDPA's flash backend needs 16-bit and head_dim <= 256
     if on_cpu and t.attention_kernel != "eager":
         attn_variant = "math" if act == "fp32" else "flash"  # CPU SDPA: flash-attention CPU kernel for 16-bit
+    attn_variant = attention_variant or attn_variant
     layer: list[PlannedKernel] = []
     n_impl = _impl(recipe, "norm", on_cpu)
     _full(
@@ -381,7 +393,7 @@ def _transformer_layers(w: Workload, recipe: FrameworkRecipe, out: list[PlannedK
             )
         )
     a_impl = _impl(recipe, "activation", on_cpu)
-    variant = "swiglu" if m.gated_mlp else "gelu"
+    variant = activation or ("swiglu" if m.gated_mlp else "gelu")
     _full(
         layer,
         "activation",
@@ -588,14 +600,20 @@ def _optimizer(
 
 
 def _cnn(
-    w: Workload, recipe: FrameworkRecipe, p: ParamCounts, out: list[PlannedKernel], on_cpu: bool
+    w: Workload,
+    recipe: FrameworkRecipe,
+    p: ParamCounts,
+    out: list[PlannedKernel],
+    on_cpu: bool,
+    costed_flops_per_sample: float = 0.0,
 ) -> list[str]:
     """A CNN/MLP as one implicit-GEMM convolution with its FLOPs, plus its batch-norm and elementwise
-    traffic over the activations it keeps."""
+    traffic over the activations it keeps. `costed_flops_per_sample`: forward FLOPs already costed
+    kernel by kernel (a transformer part), left out here."""
     m, t = w.model, w.training
     mm, act, _ = _dtypes(w)
     b = t.micro_batch_size
-    flops_fwd = float(m.forward_gflops_per_sample or 0.0) * 1e9 * b
+    flops_fwd = max(0.0, float(m.forward_gflops_per_sample or 0.0) * 1e9 - costed_flops_per_sample) * b
     c_in, c_out = CNN_REFERENCE_CHANNELS
     k = CNN_REFERENCE_KERNEL
     one = conv_work(1, c_in, c_out, 28, 28, k, mm, phase="forward")
@@ -662,6 +680,125 @@ def _cnn(
     ]
 
 
+PART_DROPOUTS_PER_LAYER = 2
+"""Dropout layers per Ludwig TransformerBlock: dropout1 after the attention, dropout2 after the
+feed-forward (ludwig/modules/attention_modules.py TransformerBlock.forward; p = 0.1 by default)."""
+PART_ATTENTION_VARIANT = "flash"
+"""Ludwig's MultiHeadSelfAttention calls F.scaled_dot_product_attention without a mask and with
+dropout_p 0 (dropout1 runs after it): on a CPU, for fp32 too, PyTorch picks its flash-attention CPU
+kernel (aten/src/ATen/native/transformers/sdp_utils_cpp.cpp: use_flash_attention_cpp accepts float,
+double, bfloat16 and half), so the scores are never materialised. Checked in the Ludwig venv (torch
+2.11.0, this CPU): torch._fused_sdp_choice on (64, 8, 62, 32) fp32 tensors is FLASH_ATTENTION and
+the profiler shows aten::_scaled_dot_product_flash_attention_for_cpu and its backward."""
+
+
+def _transformer_part(
+    w: Workload, recipe: FrameworkRecipe, out: list[PlannedKernel], on_cpu: bool
+) -> tuple[float, list[str], float]:
+    """A transformer stack inside a non-transformer model (model.part_*: a Ludwig ECD model's
+    FT-Transformer combiner or transformer sequence encoder), kernel by kernel: per layer what
+    `_transformer_layers` runs for an encoder block with layer norms and a ReLU feed-forward (Ludwig's
+    TransformerBlock: q/k/v/output projections, attention, the heads' transpose, two residual adds, two
+    layer norms, fc1/fc2), plus its two dropouts; before the stack the per-feature input projections
+    (one small matmul per feature) with the token stack and [CLS] concatenation, or the token and
+    position embeddings with their add and dropout. Returns (forward FLOPs per sample it costed, notes,
+    host seconds of the dropouts' serial mask draws on a CPU per micro-batch)."""
+    m, t = w.model, w.training
+    sub = dataclasses.replace(
+        w,
+        model=ModelSpec(
+            name=f"{m.name} transformer part",
+            family=m.family,
+            arch="encoder",
+            hidden_size=m.part_hidden_size,
+            num_layers=m.part_layers,
+            num_heads=m.part_num_heads,
+            ffn_hidden_size=m.part_ffn_size,
+            vocab_size=0,
+            learned_pos_embeddings=m.part_tokens,
+        ),
+        training=dataclasses.replace(t, seq_len=m.part_tokens),
+    )
+    mm, act, res = _dtypes(w)
+    b = t.micro_batch_size
+    d = m.part_hidden_size
+    tokens = _i(b * m.part_tokens)
+    grads = not (t.trainable_fraction == 0 and not t.lora_r)
+    part: list[PlannedKernel] = []
+    attention = PART_ATTENTION_VARIANT if on_cpu and t.attention_kernel != "eager" else None
+    _transformer_layers(sub, recipe, part, on_cpu, activation="relu", attention_variant=attention)
+    _full(
+        part,
+        "layer dropout",
+        lambda ph: elementwise_work(tokens * d, act, variant="dropout", inputs=1, outputs=1, phase=ph),
+        False,
+        calls=PART_DROPOUTS_PER_LAYER * float(m.part_layers),
+        backward=grads,
+    )
+    if m.part_inputs:
+        _matmul(
+            part,
+            "per-feature input projection",
+            _i(b),
+            _i(m.part_input_width),
+            d,
+            mm,
+            trainable=grads,
+            input_grad=grads,
+            recompute=False,
+            calls=float(m.part_inputs),
+        )
+        _full(  # torch.stack of the projected features, torch.cat with the [CLS] token
+            part,
+            "token stack and [CLS] concat",
+            lambda ph: elementwise_work(tokens * d, act, variant="copy", inputs=1, outputs=1, phase=ph),
+            False,
+            calls=2.0,
+            backward=grads,
+        )
+    if m.part_vocab_size:
+        for name, rows in (("token embedding", m.part_vocab_size), ("position embedding", m.part_tokens)):
+            part.append(
+                PlannedKernel(
+                    label=f"{name} forward", work=embedding_work(tokens, rows, d, res, phase="forward"), calls=1.0
+                )
+            )
+            if grads:
+                part.append(
+                    PlannedKernel(
+                        label=f"{name} backward",
+                        work=embedding_work(tokens, rows, d, res, phase="backward"),
+                        calls=1.0,
+                    )
+                )
+        part.append(
+            PlannedKernel(
+                label="embedding add forward",
+                work=elementwise_work(tokens * d, res, variant="add", phase="forward"),
+                calls=1.0,
+            )
+        )
+        _full(
+            part,
+            "embedding dropout",
+            lambda ph: elementwise_work(tokens * d, act, variant="dropout", inputs=1, outputs=1, phase=ph),
+            False,
+            backward=grads,
+        )
+    out += [dataclasses.replace(k, label=f"transformer part {k.label}") for k in part]
+    forward = sum(k.work.flops * k.calls for k in part if k.work.phase == "forward") / b
+    note = (
+        f"the model's transformer stack ({m.part_layers} layer(s), width {d}, {m.part_num_heads} heads, "
+        f"{m.part_tokens} tokens per sample) is costed kernel by kernel; the rest of the model by its FLOPs"
+    )
+    serial = 0.0
+    if on_cpu:
+        dropouts = PART_DROPOUTS_PER_LAYER * float(m.part_layers) + (1.0 if m.part_vocab_size else 0.0)
+        serial = dropouts * tokens * d * cv.CPU_DROPOUT_S_PER_ELEMENT
+        note += f"; on a CPU its dropouts draw their masks serially ({serial * 1e3:.3g} ms per batch)"
+    return forward, [note], serial
+
+
 def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
     """Every kernel one GPU runs in one optimizer step of the workload."""
     p = params or count_params(w.model, w.training)
@@ -671,13 +808,19 @@ def plan_step(w: Workload, params: ParamCounts | None = None) -> StepPlan:
     on_cpu = w.gpu.vendor == "cpu"
     out: list[PlannedKernel] = []
     notes: list[str] = []
+    serial = 0.0
     if w.model.is_transformer:
         _transformer_layers(w, recipe, out, on_cpu)
         _outside_layers(w, recipe, p, out, on_cpu)
+    elif w.model.part_layers:
+        costed, part_notes, serial = _transformer_part(w, recipe, out, on_cpu)
+        notes += part_notes + _cnn(w, recipe, p, out, on_cpu, costed_flops_per_sample=costed)
     else:
         notes += _cnn(w, recipe, p, out, on_cpu)
     _optimizer(w, recipe, p, out, on_cpu)
-    return StepPlan(kernels=tuple(k for k in out if k.calls > 0), recipe=recipe, notes=tuple(notes))
+    return StepPlan(
+        kernels=tuple(k for k in out if k.calls > 0), recipe=recipe, notes=tuple(notes), host_serial_s=serial
+    )
 
 
 # --- pricing --------------------------------------------------------------------------------------
@@ -707,8 +850,6 @@ class StepTime:
 
 def host_seconds_per_launch(w: Workload) -> float:
     """Host time to dispatch one eager op (conventions.HOST_SECONDS_PER_KERNEL), scaled by the recipe."""
-    from perfmodel.analytic import conventions as cv
-
     return cv.HOST_SECONDS_PER_KERNEL * recipe_of(w).launch_scale
 
 
@@ -735,7 +876,6 @@ def price_many(items: list[tuple[Workload, StepPlan]], params: object = None) ->
 def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[Any] | None = None) -> StepTime:
     """Seconds of every kernel of `plan` on the workload's accelerator (perfmodel.kernels.efficiency);
     `times`: the kernel times already computed (`price_many`)."""
-    from perfmodel.analytic import conventions as cv
     from perfmodel.kernels.efficiency import kernel_times
 
     accum = w.training.grad_accum_steps
@@ -760,7 +900,7 @@ def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[A
     return StepTime(
         device_micro_s=dev[False],
         device_step_s=dev[True],
-        host_micro_s=plan.launches(per_step=False) * per_launch + framework_floor,
+        host_micro_s=plan.launches(per_step=False) * per_launch + framework_floor + plan.host_serial_s,
         host_step_s=plan.launches(per_step=True) * per_launch + recipe.host_s_per_step,
         floor_micro_s=floor[False],
         floor_step_s=floor[True],

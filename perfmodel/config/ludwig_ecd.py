@@ -483,4 +483,18 @@ def _estimate(
         "reference_input": f"one sample of {len(counted)} input feature(s)",
         "source": "perfmodel estimate from the Ludwig config's layer sizes and Ludwig's defaults",
     }
+    if cost.part is not None:
+        model.update(cost.part.model_fields())
+        pt = cost.part
+        draft.note(
+            f"its transformer stack ({pt.layers} layer(s), width {pt.hidden_size}, {pt.num_heads} heads, "
+            f"feed-forward {pt.ffn_size}, over {pt.tokens} tokens per sample"
+            + (f", {pt.inputs} per-feature projections" if pt.inputs else "")
+            + ") is costed kernel by kernel: projections, attention, layer norms, dropout, residuals"
+        )
+        if cost.extra_parts:
+            draft.note(
+                f"{cost.extra_parts} further transformer stack(s) counted by their FLOPs only (the "
+                f"model holds one kernel-by-kernel stack: the larger)"
+            )
     return Candidate(label=f"ludwig-{label}", model=model)

@@ -43,6 +43,10 @@ class Cost:
     """Activation elements kept for backward per sample."""
     conv: bool = False
     recurrent: bool = False
+    part: TransformerPart | None = None
+    """The transformer stack inside this part (costed kernel by kernel by the step plan)."""
+    extra_parts: int = 0
+    """Further transformer stacks, costed by their FLOPs only (the model section holds one)."""
 
     def __iadd__(self, other: Cost) -> Cost:
         self.params += other.params
@@ -50,7 +54,44 @@ class Cost:
         self.acts += other.acts
         self.conv = self.conv or other.conv
         self.recurrent = self.recurrent or other.recurrent
+        parts = [p for p in (self.part, other.part) if p is not None]
+        self.extra_parts += other.extra_parts + max(0, len(parts) - 1)
+        self.part = max(parts, key=lambda p: p.flops_per_sample) if parts else None
         return self
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerPart:
+    """A Ludwig TransformerStack (ludwig/modules/attention_modules.py) as the native model section's
+    part_* fields: what the step plan needs to cost it kernel by kernel."""
+
+    layers: int
+    tokens: int
+    """Tokens per sample (FT-Transformer: input features + [CLS]; a sequence encoder: its padded length)."""
+    hidden_size: int
+    num_heads: int
+    ffn_size: int
+    """transformer_output_size: the feed-forward's inner width."""
+    inputs: int = 0
+    """Per-sample input projections (FT-Transformer: one Linear per input feature)."""
+    input_width: float = 0.0
+    """Their mean input width."""
+    vocab_size: int = 0
+    """Token-embedding rows before the stack (a sequence encoder), 0 = none."""
+    flops_per_sample: float = 0.0
+    """Forward FLOPs of the stack and its projections per sample (to pick the larger of two)."""
+
+    def model_fields(self) -> dict[str, Any]:
+        return {
+            "part_layers": self.layers,
+            "part_tokens": self.tokens,
+            "part_hidden_size": self.hidden_size,
+            "part_num_heads": self.num_heads,
+            "part_ffn_size": self.ffn_size,
+            "part_inputs": self.inputs,
+            "part_input_width": float(f"{self.input_width:.6g}"),
+            "part_vocab_size": self.vocab_size,
+        }
 
 
 def linear(n_in: float, n_out: float, tokens: float = 1.0) -> Cost:
@@ -209,10 +250,19 @@ def sequence_encoder(
         d = int(p.get("hidden_size") or 256)
         cost += Cost(params=seq * emb)  # learned position embeddings, one per padded position
         cost += linear(emb, d, seq) if emb != d else Cost()
-        part, width = transformer_stack(
-            d, int(p.get("transformer_output_size") or 256), int(p.get("num_layers") or 1), seq
-        )
+        layers = layer_count(p.get("num_layers") or 1, "num_layers")
+        ff = int(p.get("transformer_output_size") or 256)
+        part, width = transformer_stack(d, ff, layers, seq)
         cost += part
+        cost.part = TransformerPart(
+            layers=layers,
+            tokens=int(seq),
+            hidden_size=d,
+            num_heads=int(p.get("num_heads") or 8),
+            ffn_size=ff,
+            vocab_size=int(vocab) if emb == d else 0,
+            flops_per_sample=part.flops,
+        )
         return cost, width
     nf = int(p.get("num_filters") or 256)
     if kind == "parallel_cnn":
@@ -265,13 +315,21 @@ def ft_transformer(widths: list[float], p: dict[str, Any]) -> tuple[Cost, float]
     cost = Cost(params=d)  # [CLS]
     for w in widths:
         cost += linear(max(w, 1.0), d)
-    part, width = transformer_stack(
-        d,
-        int(p.get("transformer_output_size") or 256),
-        layer_count(p.get("num_layers") or 1, "num_layers"),
-        len(widths) + 1,
-    )
+    layers = layer_count(p.get("num_layers") or 1, "num_layers")
+    ff = int(p.get("transformer_output_size") or 256)
+    part, width = transformer_stack(d, ff, layers, len(widths) + 1)
+    projections = cost.flops
     cost += part
+    cost.part = TransformerPart(
+        layers=layers,
+        tokens=len(widths) + 1,
+        hidden_size=d,
+        num_heads=int(p.get("num_heads") or 8),
+        ffn_size=ff,
+        inputs=len(widths),
+        input_width=sum(max(w, 1.0) for w in widths) / max(len(widths), 1),
+        flops_per_sample=part.flops + projections,
+    )
     fc, width = fc_stack(width, fc_widths(p, [], int(p.get("output_size") or 256)))
     cost += fc
     return cost, width

@@ -350,7 +350,11 @@ def resolve_model(m: dict[str, Any], base_dir: Path | None) -> tuple[ModelSpec, 
 def workload_to_native(w: Workload) -> dict[str, Any]:
     """The resolved native config of a workload (every field explicit): loading it again gives the
     same workload. For recording next to a prediction (MLflow params, --json)."""
-    model = {k: v for k, v in dataclasses.asdict(w.model).items() if v is not None}
+    model = {
+        k: v
+        for k, v in dataclasses.asdict(w.model).items()
+        if v is not None and not (k.startswith("part_") and not w.model.part_layers)
+    }  # the part_* fields only for a model with a transformer part (their defaults otherwise)
     training = {k: v for k, v in dataclasses.asdict(w.training).items() if v is not None}
     hardware = {"gpu": w.gpu.name, **dataclasses.asdict(w.parallel)}
     return {"model": model, "training": training, "hardware": hardware, "framework": _framework_value(w)}
