@@ -496,3 +496,52 @@ def test_fifty_hostile_requests_leave_the_server_healthy_and_quick(real_server):
     print(f"/healthz after each hostile request: median {median:.1f} ms, max {health_ms[-1]:.1f} ms, load {os.getloadavg()}")
     assert median < 100, health_ms
     assert health_ms[-1] < 1000, health_ms
+
+
+# --- the README's table of what the service refuses ----------------------------------------------
+
+SERVICE_REFUSALS = [
+    ("`set` as a list (`key=value` items), any spelling above", "4xx, no file touched", "test_the_list_form_of_set_is_refused_too"),
+    ("`?set=` and `?dataset=` query items with a YAML body", "422, no file touched", "test_the_query_form_with_a_yaml_body_is_refused"),
+    ("the `dataset` field, `vary` over a file key, a file key in compare/advise/config", "422, no file touched", "test_the_dataset_field_sweeps_and_comparisons_are_refused"),
+    ("a path given as the config", "4xx: YAML text, never a file name", "test_the_dataset_field_sweeps_and_comparisons_are_refused"),
+    ("with `--data-dir`: a symlink or `..` out of it, an oversized file", "422", "test_a_symlink_out_of_the_data_dir_and_an_oversized_file_are_refused"),
+    ("a `Host` not on the allow-list (DNS rebinding)", "400", "test_only_the_allowed_host_names_are_answered"),
+    ("an `Origin` of another site, or `null`", "403", "test_a_cross_site_post_is_refused_and_a_same_site_one_answered"),
+    ("`text/plain`, form bodies, no content type (no CORS preflight)", "415", "test_bodies_a_page_may_send_without_a_preflight_are_refused"),
+    ("a JSON body nested hundreds of levels deep", "400", "test_a_body_nested_hundreds_of_levels_deep_is_a_400"),
+    ("a body trickled at 1 byte/s", "408 at the body deadline; others served", "test_a_body_trickled_at_one_byte_a_second_is_cut_off_and_others_are_served"),
+    ("50 hostile requests against a real server", "each a 4xx; /healthz median < 100 ms", "test_fifty_hostile_requests_leave_the_server_healthy_and_quick"),
+]  # fmt: skip
+"""(request, answer, test) rows of the README table besides the spellings of SET_SPELLINGS and CONFIG_SPELLINGS."""
+SERVICE_TABLE_BEGIN = "<!-- service-refusals-table: tests/test_service_security.py -->"
+SERVICE_TABLE_END = "<!-- /service-refusals-table -->"
+
+
+def service_table() -> str:
+    """One line per spelling of a file key and per other refusal, each naming the test that holds it."""
+    lines = ["| request | answer | test |", "|---|---|---|"]
+    for spelling in SET_SPELLINGS:
+        lines.append(f"| `set` key: {spelling} | 4xx, no file touched | `test_a_file_key_in_set_is_refused_however_it_is_spelled` |")
+    for spelling in CONFIG_SPELLINGS:
+        lines.append(f"| config key (JSON or YAML): {spelling} | 4xx, no file touched | `test_a_file_key_in_the_config_is_refused_in_either_form` |")
+    for request, answer, test in SERVICE_REFUSALS:
+        lines.append(f"| {request} | {answer} | `{test}` |")
+    return "\n".join(lines)
+
+
+def test_the_readme_lists_every_refusal_and_each_names_a_test_that_exists():
+    """README.md's service table is service_table(); regenerate it with
+    PERFMODEL_UPDATE_README_TABLE=1 .venv/bin/python -m pytest -q tests/test_service_security.py -k readme"""
+    for _, _, test in SERVICE_REFUSALS:
+        assert callable(globals().get(test)), test
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert SERVICE_TABLE_BEGIN in text and SERVICE_TABLE_END in text, "README.md lacks the service table markers"
+    head, rest = text.split(SERVICE_TABLE_BEGIN, 1)
+    current, tail = rest.split(SERVICE_TABLE_END, 1)
+    wanted = "\n" + service_table() + "\n"
+    if os.environ.get("PERFMODEL_UPDATE_README_TABLE") == "1":
+        readme.write_text(head + SERVICE_TABLE_BEGIN + wanted + SERVICE_TABLE_END + tail, encoding="utf-8")
+        return
+    assert current == wanted, "README.md's service table is out of date: PERFMODEL_UPDATE_README_TABLE=1 pytest -k readme"
