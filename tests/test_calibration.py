@@ -324,14 +324,14 @@ def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations
     the uncalibrated one, the 90% interval covers all but at most one, and it is narrower than the
     uncalibrated interval (docs/run.md, "Calibration", has the numbers; `needed` is printed: the
     narrowest interval around the uncalibrated estimates that covers as many)."""
+    import torch
+
     from collectors.profiles import llama, mlp
     from perfmodel.calibration.run import calibrate
     from perfmodel.codec import workload_from_row
     from perfmodel.measure import slices
     from perfmodel.measure.device import make_device
     from perfmodel.measure.fingerprint import collect_fingerprint
-
-    import torch
 
     # One thread on this host: a machine the shipped model does not know (it learned this host's
     # CPU rows with every core), so there is an offset for a calibration to find, whatever the load.
