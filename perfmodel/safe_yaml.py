@@ -59,7 +59,11 @@ def load_yaml_text(text: str, *, source: str, decimal_numbers: bool = False) -> 
     # PyYAML: only when YAML is read
     import yaml
 
-    loader = _loader_class()(text, source)
+    try:
+        loader = _loader_class()(text, source)  # PyYAML's reader checks the characters here
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{source} is not valid YAML: {clip(str(problem))}") from None
     try:
         node = loader.get_single_node()
         if node is None:

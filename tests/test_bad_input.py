@@ -142,6 +142,7 @@ CASES = [
     Case("dev-zero-config", lambda d: ["predict", "--config", "/dev/zero"], "is a character device, not a regular file", fast=True),
     Case("oversize-config", predict(config(VALID + "#" * 1_500_000 + "\n")), "bytes; the limit is 1,000,000", fast=True),
     Case("deep-nesting", predict(config("a: " + "[" * 5000 + "]" * 5000 + "\n")), "nests deeper than 100 levels", fast=True),
+    Case("control-character", predict(config("model:\n  name: llama2-7b\x1b\n")), "is not valid YAML: unacceptable character #x001b"),
     Case("fifo-dataset", dataset_fifo, "is not a regular file", fast=True),
     Case("ludwig-layer-count", predict(config(LUDWIG), "--rows", "100"), "num_fc_layers must be a whole number between 0 and 10,000", fast=True),
     Case("fifo-run-file-monitor", monitor(run_fifo("steps.csv")), "is a FIFO (named pipe), not a regular file", fast=True),

@@ -351,6 +351,16 @@ def test_bodies_a_page_may_send_without_a_preflight_are_refused(client, content_
     assert "application/json" in error_of(response)
 
 
+def test_a_config_with_a_control_character_is_a_4xx_on_every_endpoint(client):
+    """schemathesis found it: PyYAML's reader refuses such text before parsing, outside the
+    parser's own errors, and /v1/sweep answered 500."""
+    for path, body in (("/v1/predict", {"config": "\x1b"}), ("/v1/sweep", {"config": "\x1b", "vary": []}),
+                       ("/v1/compare", {"configs": ["\x1b", "\x1b"]})):  # fmt: skip
+        response = client.post(path, json=body)
+        assert 400 <= response.status_code < 500, (path, response.text)
+        error_of(response)
+
+
 def test_a_body_nested_hundreds_of_levels_deep_is_a_400(client):
     deep: dict = {}
     node = deep
