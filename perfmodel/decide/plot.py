@@ -56,8 +56,8 @@ def series_of(result: SweepResult) -> dict[str, list[SweepPoint]]:
     return groups
 
 
-def _figure_classes(path: Path) -> tuple[Any, Any]:
-    """(Figure, FigureCanvasAgg) after checking `path` can take a plot."""
+def figure_classes(path: Path) -> tuple[Any, Any]:
+    """(Figure, FigureCanvasAgg) after checking `path` can take a plot (every --plot of the CLI)."""
     if path.suffix.lower() not in FORMATS:
         raise ConfigError(f"--plot {path}: the file must end in {', '.join(FORMATS)}")
     if not path.parent.exists():
@@ -78,7 +78,7 @@ def plot_compare(result: Comparison, path: str | Path) -> Any:
     a line at 1; filled markers where the interval excludes 1). Artists carry gids 'time:<label>'
     and 'ratio:<label>'. Returns the matplotlib Figure."""
     path = Path(path)
-    Figure, FigureCanvasAgg = _figure_classes(path)
+    Figure, FigureCanvasAgg = figure_classes(path)
     runs = result.runs
     fig = Figure(figsize=(11, 0.9 + 0.55 * len(runs)), layout="constrained")
     FigureCanvasAgg(fig)
@@ -118,7 +118,7 @@ def plot_compare(result: Comparison, path: str | Path) -> Any:
 def plot_sweep(result: SweepResult, path: str | Path) -> Any:
     """Draw `result` into `path` (.png, .svg or .pdf); returns the matplotlib Figure."""
     path = Path(path)
-    Figure, FigureCanvasAgg = _figure_classes(path)
+    Figure, FigureCanvasAgg = figure_classes(path)
 
     key = result.keys[0]
     xs = result.varied[key]

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.errors import ConfigError, DataError, PerfModelError
+from perfmodel.decide.plot import figure_classes
+from perfmodel.errors import ConfigError, DataError
 from perfmodel.monitor import eta
 from perfmodel.monitor.core import StepStats
 from perfmodel.monitor.intervals import Intervals
 from perfmodel.monitor.readers import RunTrace, read_trace
 
-PLOT_FORMATS = (".png", ".svg", ".pdf")
 MAX_PLOT_POINTS = 5000
 """Points drawn per run (a longer run is drawn as the means of equal blocks of intervals)."""
 
@@ -233,18 +233,7 @@ def plot_runs(summaries: Sequence[RunSummary], path: str | Path) -> Path:
     """Step time against step for each run, warm-up shaded, the stable median dashed; `path` ends
     in .png, .svg or .pdf."""
     path = Path(path)
-    if path.suffix.lower() not in PLOT_FORMATS:
-        raise ConfigError(f"--plot {path}: the file must end in {', '.join(PLOT_FORMATS)}")
-    if not path.parent.exists():
-        raise ConfigError(f"--plot {path}: folder {path.parent} does not exist")
-    try:
-        # matplotlib: only drawing needs it (an optional extra)
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise PerfModelError(
-            "--plot needs matplotlib: pip install 'perfmodel[train]' (or matplotlib)"
-        ) from exc
+    Figure, FigureCanvasAgg = figure_classes(path)
     fig = Figure(figsize=(10, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
