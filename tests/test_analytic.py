@@ -177,6 +177,7 @@ def test_context_parallel_splits_sequences_not_weights():
         make(**{**base, "num_gpus": 8, "num_nodes": 1}, context_parallel=2)
 
 
+@pytest.mark.slow
 def test_roofline_floor_stays_below_published_step_times():
     """The floor is a lower bound: real steps are slower. Checked on every public row (a few NCF
     rows, whose embedding traffic the model over-counts, are the known exceptions)."""

@@ -274,6 +274,7 @@ def test_probe_and_ingest_evidence_is_added_to_the_matching_calibration():
     assert record.add_evidence(HOST_FP, {**row, "status": "oom", "step_time_s": None}, "probe") is None
 
 
+@pytest.mark.slow
 def test_calibrate_runs_the_slices_within_the_budget_and_keeps_the_calibration(tmp_path, capsys):
     from collectors.microbench import MicrobenchPlan
     from perfmodel.calibration.run import calibrate, calibration_slices, report

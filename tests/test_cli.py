@@ -64,6 +64,7 @@ def test_predict_human_output_and_flag_overrides():
     assert data["total_steps"] == -(-int(1e6) // (512 * 8 * 4))
 
 
+@pytest.mark.slow
 def test_predict_does_not_fit_verdict(tmp_path):
     cfg = write(tmp_path, EXAMPLE.read_text().replace("lora_r: 16", "").replace("precision: bf16", "precision: amp_bf16"))
     data = json.loads(run("predict", "--config", str(cfg), "--json").stdout)
@@ -106,6 +107,7 @@ def test_bad_input_is_one_line_on_stderr_with_exit_1(tmp_path, patch, expected):
     assert res.stdout == ""
 
 
+@pytest.mark.slow
 def test_missing_required_value_and_unreadable_files(tmp_path):
     cfg = write(tmp_path, EXAMPLE.read_text().replace("  tokens: 5.0e8\n", ""))
     res = run("predict", "--config", str(cfg))
@@ -117,6 +119,7 @@ def test_missing_required_value_and_unreadable_files(tmp_path):
     assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_debug_shows_traceback_and_usage_errors_exit_2(tmp_path):
     cfg = write(tmp_path, EXAMPLE.read_text().replace("gpu: A100-80GB", "gpu: nosuchgpu"))
     res = run("--debug", "predict", "--config", str(cfg))
@@ -127,6 +130,7 @@ def test_debug_shows_traceback_and_usage_errors_exit_2(tmp_path):
     assert res.returncode == 2
 
 
+@pytest.mark.slow
 def test_memcheck_command_reports_published_measurements():
     res = run("memcheck", "--json")
     assert res.returncode == 0, res.stderr
@@ -173,6 +177,7 @@ def test_train_command_logs_registers_and_exports(tmp_path):
     assert json.loads(pred.stdout)["model"] == {"kind": "learned", "version": "1", "trained_rows": data["rows_trained"]}
 
 
+@pytest.mark.slow
 def test_a_hugging_face_id_in_the_local_cache_predicts_offline(tmp_path):
     repo = tmp_path / "hub" / "models--microsoft--deberta-v3-base"
     (repo / "refs").mkdir(parents=True)

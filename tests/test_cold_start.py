@@ -88,6 +88,7 @@ def test_feature_codes_are_the_codes_pandas_gives(table_rows):
         np.testing.assert_array_equal(M[:, j], expected, err_msg=name)
 
 
+@pytest.mark.slow
 @needs_model
 @needs_table
 def test_numpy_path_predicts_exactly_what_the_dataframe_path_does(table_rows):
@@ -102,6 +103,7 @@ def test_numpy_path_predicts_exactly_what_the_dataframe_path_does(table_rows):
     np.testing.assert_array_equal(from_rows, from_frame)
 
 
+@pytest.mark.slow
 @needs_model
 @needs_table
 def test_correct_equals_correct_frame_with_intervals_and_warnings(table_rows):
@@ -168,6 +170,7 @@ def _recoded(shipped, name: str, change, cpu_only: bool):
     return model
 
 
+@pytest.mark.slow
 @needs_model
 @needs_table
 def test_a_model_trained_before_a_level_was_appended_is_coded_as_lightgbm_does(table_rows):
@@ -187,6 +190,7 @@ def test_a_model_trained_before_a_level_was_appended_is_coded_as_lightgbm_does(t
     assert (np.isnan(old) & ~np.isnan(today)).any()
 
 
+@pytest.mark.slow
 @needs_model
 @needs_table
 @pytest.mark.parametrize("cpu_only", [False, True], ids=["both boosters", "CPU booster only"])

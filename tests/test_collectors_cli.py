@@ -53,6 +53,7 @@ def test_bad_profile_is_a_usage_error():
     assert res.returncode == 2 and "quick, gpu, full" in res.stderr
 
 
+@pytest.mark.slow
 def test_gpu_profile_on_a_cpu_fails_in_one_line(tmp_path):
     res = run("-m", "perfmodel", "collect", "--profile", "gpu", "--device", "cpu", "--out", str(tmp_path))
     assert res.returncode == 1 and res.stderr.strip().splitlines()[-1].startswith(

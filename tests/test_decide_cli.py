@@ -108,6 +108,7 @@ def test_bad_input_exits_with_one_line(args, code, needle):
         assert res.stderr.count("\n") == 1 and res.stderr.startswith("error:")
 
 
+@pytest.mark.slow
 def test_compare_json(tmp_path):
     other = tmp_path / "h100.yaml"
     other.write_text(EXAMPLE.read_text().replace("A100-80GB", "H100-SXM"))
@@ -139,6 +140,7 @@ def test_compare_calibrate_pairs_refuses_configs_and_stray_options():
     assert res.returncode == 2 and "--calibrate-pairs" in res.stderr
 
 
+@pytest.mark.slow
 def test_advise_json_and_human_output():
     res = run(
         "advise",

@@ -174,6 +174,7 @@ def test_predict_falls_back_to_the_analytic_model_instead_of_crashing(tmp_path, 
     assert out["model"]["kind"] == "analytic"
 
 
+@pytest.mark.slow
 def test_predict_uses_an_intact_copy_of_the_shipped_model(tmp_path):
     """The control of the test above: the same copy, undamaged, is used as the learned model."""
     folder = tmp_path / "models"

@@ -160,6 +160,7 @@ def test_evaluating_a_record_predicts_it_as_a_user_would(tmp_path):
     assert cmp.low_s <= cmp.predicted_s <= cmp.high_s
 
 
+@pytest.mark.slow
 def test_the_held_out_lab_runs_meet_the_target_with_the_analytic_model():
     """The 18 real Ludwig 0.17.10 runs of issue 16 committed under datasets/heldout/ludwig-lab (never
     in the feature table, never fitted on), predicted as a user would with the analytic model:
@@ -185,6 +186,7 @@ def test_the_held_out_lab_runs_meet_the_target_with_the_analytic_model():
     assert unequal == {"ecd_tab_concat_2000", "ecd_tab_concat_4000"}
 
 
+@pytest.mark.slow
 def test_the_held_out_evaluation_does_not_depend_on_the_machines_cpu(monkeypatch):
     """The lab's runs are predicted for the host they ran on (by its hardware id), so another CPU
     model or core count running the evaluation (an AMD EPYC CI host) gets the same numbers."""

@@ -162,6 +162,7 @@ def test_remaining_time_interval_covers_real_traces_at_its_rate(prior_factor):
     assert 0.87 <= coverage <= 0.99, coverage
 
 
+@pytest.mark.slow
 def test_live_eta_covers_both_trace_sets():
     """The live ETA (the monitor's change-point warm-up and stable-phase rules pick the steps) on
     the collectors' traces and on the real Ludwig runs (every batch after the first, Ludwig's own

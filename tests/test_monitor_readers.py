@@ -200,6 +200,7 @@ def test_unreadable_inputs_are_data_errors(tmp_path):
         read_trace(tmp_path)
 
 
+@pytest.mark.slow
 def test_monitor_command_json_and_text(tmp_path):
     path = hf_state(tmp_path / "trainer_state.json", logged_to=100, max_steps=300)
     res = run_cli("monitor", str(path), "--json")

@@ -76,6 +76,7 @@ def test_level_shift_counted_and_csv_memory(tmp_path):
     assert s.level_shifts == 1 and s.trace.peak_memory_gb == pytest.approx(1.3)
 
 
+@pytest.mark.slow
 def test_plot_marks_warmup_and_median(tmp_path):
     runs = summarize_runs([record_run(tmp_path / "a", 0.05), record_run(tmp_path / "b", 0.08, seed=4)])
     out = plot_runs(runs, tmp_path / "runs.svg")
@@ -98,6 +99,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_runs_cli_table_json_and_errors(tmp_path):
     a, b = record_run(tmp_path / "a", 0.05), record_run(tmp_path / "b", 0.1, seed=5)
     out = run_cli("runs", str(a), str(b), "--plot", str(tmp_path / "r.png"))

@@ -200,6 +200,7 @@ def fake_prepare(clock: FakeClock, step_s: float, interrupt_at: int | None = Non
     return prepare
 
 
+@pytest.mark.slow
 def test_budget_stops_the_probe_and_keeps_what_was_measured(tmp_path, datasets_dir):
     from perfmodel.run.probe import probe_workload
 
@@ -220,6 +221,7 @@ def test_budget_stops_the_probe_and_keeps_what_was_measured(tmp_path, datasets_d
     assert result.row_id and Path(result.shard).is_file()
 
 
+@pytest.mark.slow
 def test_budget_too_small_for_ten_steps_leaves_the_prediction_and_writes_nothing(tmp_path, datasets_dir):
     from perfmodel.run.probe import probe_workload
 
@@ -237,6 +239,7 @@ def test_budget_too_small_for_ten_steps_leaves_the_prediction_and_writes_nothing
     assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").glob("*.parquet"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_probe_cleanly(tmp_path, datasets_dir):
     from perfmodel.run.probe import probe_workload
 

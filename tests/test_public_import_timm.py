@@ -141,6 +141,7 @@ def test_one_run_is_one_vote(result) -> None:
     assert resnet["sample_weight"].tolist() == pytest.approx([1 / 3] * 3)
 
 
+@pytest.mark.slow
 def test_every_row_is_costable(result) -> None:
     from perfmodel.analytic import estimate
     from perfmodel.codec import workload_from_row

@@ -320,6 +320,7 @@ def test_sweep_reads_at_80_columns():
         assert unit, text
 
 
+@pytest.mark.slow
 def test_compare_and_advise_read_at_80_columns():
     import perfmodel
     from perfmodel.cli.render_decide import render_advice, render_compare

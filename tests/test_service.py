@@ -126,6 +126,7 @@ def test_a_repeated_request_is_served_from_the_cache_with_the_same_body(client):
     assert first.content == second.content
 
 
+@pytest.mark.slow
 def test_sweep_advise_and_compare_answer_their_cli_documents(client, capsys):
     vary = [1, 2, 4, 8]
     sweep = client.post(

@@ -98,6 +98,7 @@ def test_a_moved_champion_alias_is_served_without_a_failed_request(registry):
         assert served["registry"]["follows"] == URI and served["registry"]["switches"] == 2
 
 
+@pytest.mark.slow
 def test_a_damaged_version_is_not_switched_to(registry, tmp_path):
     tracker, (v1, _) = registry
     bad = model_folder(tmp_path, "bad", 333)
@@ -114,6 +115,7 @@ def test_a_damaged_version_is_not_switched_to(registry, tmp_path):
         assert response.status_code == 200 and response.json()["model"]["version"] == v1
 
 
+@pytest.mark.slow
 def test_no_registered_model_means_not_ready_and_503_not_a_crash(tmp_path):
     uri = f"sqlite:///{tmp_path / 'empty.db'}"
     settings = ServiceSettings(

@@ -217,6 +217,7 @@ def test_an_unknown_registered_model_is_one_line_naming_the_server(server, tmp_p
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_run_on_a_team_server_prints_nothing_on_stdout(server, monkeypatch, capsys):
     from perfmodel.tracking import MlflowTracker
 

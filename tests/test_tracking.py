@@ -76,6 +76,7 @@ def test_a_server_that_accepts_but_never_answers_times_out():
         assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 def test_train_with_an_unreachable_server_is_one_line_and_exit_1_before_fitting(tmp_path):
     env = {
         **os.environ,
@@ -122,6 +123,7 @@ def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on(tmp_path, user_sett
         assert out.stdout.strip() == "false" and written
 
 
+@pytest.mark.slow
 def test_a_fresh_store_gets_a_classic_experiment_and_runs_with_description_and_start(tmp_path):
     tracker = tracking.MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
     tracker.check()
