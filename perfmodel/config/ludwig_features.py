@@ -69,6 +69,7 @@ class LudwigFeature:
     output: bool
     """True for an output feature."""
     name: str
+    """Its name as written (as text)."""
     where: str
     """How messages name it: 'input_features[0] (age)'."""
     type: str
@@ -107,10 +108,13 @@ class LudwigConfig:
     """A Ludwig config read and checked once, Ludwig's defaults resolved (`read_ludwig`)."""
 
     model_type: Literal["ecd", "llm", "gbm"]
+    """Which translation applies (model_type, default ecd; gbm: LightGBM, Ludwig <= 0.10)."""
     verdict: LudwigVerdict
     """perfmodel's rules on the config: valid, or refused for `model_type: gbm` only."""
     inputs: tuple[LudwigFeature, ...]
+    """input_features, in order (gbm: without encoder or preprocessing: only their count is read)."""
     outputs: tuple[LudwigFeature, ...]
+    """output_features, in order."""
     trainer: Mapping[str, Any]
     """The trainer section (the legacy `training:` when there is no `trainer:`)."""
     trainer_path: str
@@ -125,7 +129,9 @@ class LudwigConfig:
     prompt_template: str
     """LLM: prompt.template ('' when not given)."""
     base_model: str | None
+    """LLM: base_model as text (None when not given)."""
     is_multimodal: bool
+    """is_multimodal: true (refused: vision-language fine-tuning is not modelled)."""
     adapter: Any
     """The top-level adapter as written (apply_adapter checks it)."""
     quantization: Any
