@@ -30,10 +30,9 @@ from typing import Any
 
 from perfmodel.config.dataset_size import measure_dataset
 from perfmodel.config.ludwig_data import hf_token_counts, local_tokenizer, measure_ludwig_data
-from perfmodel.config.ludwig_defaults import defaults_for
 from perfmodel.config.ludwig_ecd import ludwig_columns, map_ecd
-from perfmodel.config.ludwig_features import apply_adapter, column, features, preprocessing_of, section
-from perfmodel.config.ludwig_schema import gbm_warning, own_verdict, refusal_message
+from perfmodel.config.ludwig_features import DETECT_KEYS, LudwigConfig, apply_adapter, read_ludwig
+from perfmodel.config.ludwig_schema import gbm_warning
 from perfmodel.config.ludwig_trainer import (
     dataset_rows,
     map_amount,
@@ -41,21 +40,11 @@ from perfmodel.config.ludwig_trainer import (
     map_eval,
     map_trainer,
     note_early_stop,
-    split_fractions,
     train_rows_of,
 )
 from perfmodel.config.native import DataFlags, Draft
 from perfmodel.errors import ConfigError, UnsupportedError, quote
 
-DETECT_KEYS = (
-    "model_type",
-    "input_features",
-    "output_features",
-    "trainer",
-    "backend",
-    "combiner",
-    "base_model",
-)
 DEFAULT_GPU = "A100-80GB"
 ECD_BATCH, LLM_BATCH, BOOST_ROUNDS, LLM_SEQ_LEN = 128, 1, 1000, 512
 MISSING_AMOUNT = (
@@ -112,26 +101,13 @@ def is_ludwig(cfg: dict[str, Any]) -> bool:
 
 def translate_ludwig(cfg: dict[str, Any], *, data: DataFlags, base_dir: Path | None = None) -> Draft:
     """The native Draft of a Ludwig config; --tokens/--rows/--dataset are consumed here. Model
-    names that are paths (a Hugging Face config.json or its folder) are relative to `base_dir`."""
-    for key in ("model", "hardware", "framework"):
-        if key in cfg:
-            raise ConfigError(
-                f"{quote(key)} is not a Ludwig key and this file is a Ludwig config (it has "
-                f"{', '.join(k for k in DETECT_KEYS if k in cfg)}): give hardware with --gpu/--num-gpus "
-                f"or --set hardware.gpu=NAME, or write a native config"
-            )
+    names that are paths (a Hugging Face config.json or its folder) are relative to `base_dir`.
+    The raw dict is read and checked once (read_ludwig); everything below reads the record."""
+    config = read_ludwig(cfg)
     draft = Draft(missing_amount=MISSING_AMOUNT)
-    model_type = str(cfg.get("model_type") or "ecd").lower()
-    if "training" in cfg and "trainer" not in cfg:  # legacy name of the section
-        trainer, tpath = section(cfg, "training", "training"), "training"
-    else:
-        trainer, tpath = section(cfg, "trainer", "trainer"), "trainer"
-    verdict = own_verdict(cfg)
-    if verdict.valid is False and not verdict.is_gbm:
-        raise ConfigError(refusal_message(verdict))
-    if model_type == "gbm":
+    if config.model_type == "gbm":
         draft.note(gbm_warning())
-        _gbm(cfg, trainer, tpath, draft, data)
+        _gbm(config, draft, data)
         return draft
     draft.default(
         "hardware.gpu",
@@ -146,22 +122,22 @@ def translate_ludwig(cfg: dict[str, Any], *, data: DataFlags, base_dir: Path | N
         "start-up, per-batch work and step counting apply)",
     )
     draft.base_dir = base_dir  # model names that are paths are read relative to it (native.resolve_model)
-    map_backend(cfg, draft)
-    if model_type == "llm":
-        _llm(cfg, trainer, tpath, draft, data)
+    map_backend(config, draft)
+    if config.model_type == "llm":
+        _llm(config, draft, data)
     else:
-        _ecd(cfg, trainer, tpath, draft, data)
+        _ecd(config, draft, data)
     return draft
 
 
 # --- model types -------------------------------------------------------------------------------
 
 
-def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
-    base = cfg.get("base_model")
+def _llm(config: LudwigConfig, draft: Draft, data: DataFlags) -> None:
+    trainer, tpath, base = config.trainer, config.trainer_path, config.base_model
     if not base:
         raise ConfigError("base_model is required for model_type: llm (a catalog name or Hugging Face id)")
-    if cfg.get("is_multimodal"):
+    if config.is_multimodal:
         raise UnsupportedError(
             "is_multimodal: vision-language fine-tuning is not supported (image tokens are not "
             "modelled); perfmodel supports text-only model_type: llm"
@@ -182,9 +158,9 @@ def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
             f"{tpath}.type {kind} is not supported: perfmodel models supervised fine-tuning "
             f"({tpath}.type: finetune); preference and RL trainers run extra forward passes it does not model"
         )
-    draft.set("model.name", str(base))
-    lora = apply_adapter(draft, cfg.get("adapter"), "adapter")
-    quant = cfg.get("quantization")
+    draft.set("model.name", base)
+    lora = apply_adapter(draft, config.adapter, "adapter")
+    quant = config.quantization
     if quant:
         q = quant if isinstance(quant, dict) else {}
         if q.get("bits") is not None:
@@ -213,23 +189,21 @@ def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
             "training.precision: Ludwig loads an unquantized base model without a "
             "dtype; assumed the checkpoint's bf16 (older transformers load fp32: --set training.precision=fp32)",
         )
-    inputs, outputs = features(cfg, "input_features"), features(cfg, "output_features")
-    pre = section(cfg, "preprocessing", "preprocessing")
-    cap = pre.get("global_max_sequence_length")
+    inputs, outputs = config.inputs, config.outputs
+    cap = config.preprocessing.get("global_max_sequence_length")
     in_cap, out_cap = (
-        preprocessing_of(inputs[0], cfg).get("max_sequence_length"),
-        preprocessing_of(outputs[0], cfg).get("max_sequence_length"),
+        inputs[0].preprocessing.get("max_sequence_length"),
+        outputs[0].preprocessing.get("max_sequence_length"),
     )
     if not cap and in_cap and out_cap:
         cap = int(in_cap) + int(out_cap)
-    defaults = defaults_for(cfg)
     stats = None
     rows = data.rows
     if data.dataset is not None:
-        template = str(section(cfg, "prompt", "prompt").get("template") or "")
+        template = config.prompt_template
         names = [n for n in re.findall(r"\{(\w+)\}", template) if not n.startswith("__")]
-        cols = names if names and "{__sample__}" not in template else [column(f) for f in inputs]
-        cols += [column(f) for f in outputs if str(f["type"]) == "text"]
+        cols = names if names and "{__sample__}" not in template else [f.column for f in inputs]
+        cols += [f.column for f in outputs if f.type_given == "text"]
         extra = len(re.sub(r"\{[^{}]*\}", "", template)) / 4 + 2  # template text, BOS and EOS
         stats = measure_dataset(
             data.dataset,
@@ -239,18 +213,17 @@ def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
             column_origin="input_features / output_features / prompt.template",
         )
         rows = stats.rows
-    train_rows = train_rows_of(cfg, rows)
+    train_rows = train_rows_of(config, rows)
     batch, _ = map_trainer(
-        trainer,
-        tpath,
+        config,
         draft,
-        batch=defaults.trainer("llm").get("batch_size", LLM_BATCH),
+        batch=config.defaults.trainer("llm").get("batch_size", LLM_BATCH),
         why="Ludwig's default for LLM fine-tuning",
         train_rows=train_rows,
     )
     if stats is not None:
         level = batch / (batch + 1)
-        tok = local_tokenizer(str(base), draft.base_dir)
+        tok = local_tokenizer(base, draft.base_dir)
         if tok is not None and not template:
             counts = hf_token_counts(stats.path, tok, cols)
             per_row = sorted(sum(c) for c in zip(*counts, strict=True))
@@ -283,25 +256,23 @@ def _llm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
             f"sequence length not given (Ludwig takes it from the data): assumed "
             f"{LLM_SEQ_LEN} tokens; pass --dataset FILE or --set training.seq_len=N",
         )
-    amount_rows = map_amount(cfg, trainer, tpath, draft, data, dataset_rows(data, stats), tokens_ok=True)
+    amount_rows = map_amount(config, draft, data, dataset_rows(data, stats), tokens_ok=True)
     # evaluation generates the output: 0.67-0.73 x a training row's time measured (tiny Llama, LoRA)
-    map_eval(cfg, trainer, draft, cost_ratio=0.7 if lora else 1 / 3, train_rows=amount_rows, batch=batch)
-    note_early_stop(cfg, trainer, tpath, draft, batch=batch, train_rows=amount_rows)
+    map_eval(config, draft, cost_ratio=0.7 if lora else 1 / 3, train_rows=amount_rows, batch=batch)
+    note_early_stop(config, draft, batch=batch, train_rows=amount_rows)
 
 
-def _ecd(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
-    inputs = features(cfg, "input_features")
-    features(cfg, "output_features")
-    defaults = defaults_for(cfg)
+def _ecd(config: LudwigConfig, draft: Draft, data: DataFlags) -> None:
+    trainer, tpath = config.trainer, config.trainer_path
     stats = ldata = None
     if data.dataset is not None:
-        cols = [column(f) for f in inputs if str(f["type"]).lower() in ("text", "sequence")]
+        cols = [f.column for f in config.inputs if f.type in ("text", "sequence")]
         stats = measure_dataset(data.dataset, text_columns=cols, column_origin="input_features")
         draft.note(f"dataset {stats.path.name}: {stats.rows:,} rows")
-        cats, texts = ludwig_columns(cfg, defaults)
+        cats, texts = ludwig_columns(config)
         if cats or texts:
             ldata = measure_ludwig_data(data.dataset, categories=cats, texts=texts)
-    cand = map_ecd(cfg, draft, stats, data.dataset, defaults, ldata)
+    cand = map_ecd(config, draft, stats, data.dataset, ldata)
     draft.native["model"] = cand.model
     if cand.seq_len is not None:
         if cand.seq_is_default:
@@ -327,12 +298,11 @@ def _ecd(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
             "fp32",
             f"{tpath}.use_mixed_precision not set: Ludwig trains ECD models in fp32",
         )
-    train_rows = train_rows_of(cfg, dataset_rows(data, stats))
+    train_rows = train_rows_of(config, dataset_rows(data, stats))
     batch, optimizer = map_trainer(
-        trainer,
-        tpath,
+        config,
         draft,
-        batch=defaults.trainer("ecd").get("batch_size", "auto"),
+        batch=config.defaults.trainer("ecd").get("batch_size", "auto"),
         why="Ludwig's default",
         train_rows=train_rows,
     )
@@ -344,26 +314,21 @@ def _ecd(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
             f"{tpath}.optimizer lbfgs: each step runs up to max_iter={iters} forward/backward passes; counted as {iters} steps"
         )
     train_rows = map_amount(
-        cfg,
-        trainer,
-        tpath,
+        config,
         draft,
         data,
         dataset_rows(data, stats),
         tokens_ok=cand.seq_len is not None,
         iters=iters,
     )
-    images = any(
-        str(f["type"]).lower() == "image" for f in inputs
-    )  # lazy decoding per batch: eval ~ a training row (0.95)
+    images = any(f.type == "image" for f in config.inputs)  # lazy decoding per batch: eval ~ a training row (0.95)
     ratio = 1.0 if frozen or images else (0.5 if lora else 1 / 3)
-    map_eval(cfg, trainer, draft, cost_ratio=ratio, train_rows=train_rows, batch=batch)
-    note_early_stop(cfg, trainer, tpath, draft, batch=batch, train_rows=train_rows)
+    map_eval(config, draft, cost_ratio=ratio, train_rows=train_rows, batch=batch)
+    note_early_stop(config, draft, batch=batch, train_rows=train_rows)
 
 
-def _gbm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft, data: DataFlags) -> None:
-    inputs = features(cfg, "input_features")
-    features(cfg, "output_features")
+def _gbm(config: LudwigConfig, draft: Draft, data: DataFlags) -> None:
+    trainer, tpath = config.trainer, config.trainer_path
     draft.native["model"] = {
         "name": "lightgbm",
         "family": "lightgbm",
@@ -371,7 +336,7 @@ def _gbm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
         "source": "Ludwig model_type: gbm (LightGBM)",
     }
     draft.native["framework"] = "lightgbm"
-    draft.set("training.gbm_features", len(inputs))
+    draft.set("training.gbm_features", len(config.inputs))
     if trainer.get("num_boost_round") is not None:
         draft.set("training.gbm_rounds", trainer["num_boost_round"])
     else:
@@ -394,6 +359,6 @@ def _gbm(cfg: dict[str, Any], trainer: dict[str, Any], tpath: str, draft: Draft,
         rows = measure_dataset(data.dataset).rows
         draft.note(f"dataset {Path(data.dataset).name}: {rows:,} rows")
     if rows is not None:
-        train, ratio, how = split_fractions(cfg)
+        train, ratio, how = config.split.train_fraction, config.split.sample_ratio, config.split.how
         draft.set("training.gbm_rows", max(1, round(rows * ratio * train)))
         draft.note(f"training rows: {rows:,} x {train:g} ({how}) = {max(1, round(rows * ratio * train)):,}")

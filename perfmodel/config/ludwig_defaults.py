@@ -3,6 +3,7 @@ very config when asked for (and available), else the table pinned to Ludwig 0.17
 (ludwig_defaults_0_17.json, package data: every value read back from Ludwig itself).
 
     defaults_for(cfg) -> LudwigDefaults
+    pinned_defaults() -> LudwigDefaults   (the table only)
 
 Ludwig's own resolution is used when `ludwig` is already imported in this process (no cost: e.g.
 perfmodel's Ludwig callback inside a training) or when PERFMODEL_LUDWIG_RESOLVE=1 (this interpreter,
@@ -102,11 +103,14 @@ class LudwigDefaults:
         return list(table()["preprocessing"]["global"]["split"]["probabilities"])
 
 
+def pinned_defaults() -> LudwigDefaults:
+    """The table pinned to Ludwig 0.17.10 (no Ludwig asked)."""
+    return LudwigDefaults(resolved=None, source=f"perfmodel's table of Ludwig {table()['ludwig_version']} defaults")
+
+
 def defaults_for(cfg: dict[str, Any]) -> LudwigDefaults:
     """Ludwig's own resolution of `cfg` when asked for and available (see the module doc), else the table."""
-    pinned = LudwigDefaults(
-        resolved=None, source=f"perfmodel's table of Ludwig {table()['ludwig_version']} defaults"
-    )
+    pinned = pinned_defaults()
     if "ludwig" not in sys.modules and os.environ.get(ENV_RESOLVE, "") not in ("1", "true", "yes"):
         return pinned
     from perfmodel.config.ludwig_schema import check_ludwig

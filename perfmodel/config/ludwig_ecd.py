@@ -9,6 +9,7 @@ UnsupportedError naming the part and what is supported.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from perfmodel.catalog import get_model
 from perfmodel.config import ludwig_estimates as est
 from perfmodel.config.ludwig_data import LudwigData
 from perfmodel.config.ludwig_defaults import LudwigDefaults
-from perfmodel.config.ludwig_features import column, encoder_of, features, preprocessing_of, section
+from perfmodel.config.ludwig_features import LudwigConfig, LudwigFeature
 from perfmodel.config.native import Draft
 from perfmodel.errors import ConfigError, UnsupportedError, quote
 
@@ -75,10 +76,8 @@ class Candidate:
     checkpointing: bool | None = None
 
 
-def _text_candidate(
-    i: int, f: dict[str, Any], kind: str, p: dict[str, Any], own: set[str], pre: dict[str, Any], stats: Any
-) -> Candidate:
-    path = f"input_features[{i}] ({f['name']})"
+def _text_candidate(f: LudwigFeature, stats: Any) -> Candidate:
+    path, kind, p, own, pre = f.where, f.encoder, f.encoder_params, f.encoder_given, f.preprocessing
     name = p.get("base_model") if kind == "llm" else p.get("pretrained_model_name_or_path")
     name = name or HF_TEXT_ENCODERS[kind]
     if not name:
@@ -90,11 +89,11 @@ def _text_candidate(
             model[dim] = p[key]
     cap = p.get("max_sequence_length") or pre.get("max_sequence_length")
     c = Candidate(label=f"{path}: {kind} encoder ({name})", model=model, adapter=p.get("adapter"))
-    if stats is not None and column(f) in stats.text_columns:
-        longest = stats.max_tokens(column(f)) + 2
+    if stats is not None and f.column in stats.text_columns:
+        longest = stats.max_tokens(f.column) + 2
         c.seq_len = max(1, min(int(cap or TEXT_DEFAULT_MAX_LEN), longest))
         c.seq_line = (
-            f"{path}: sequence length {c.seq_len} = longest text in column {column(f)} "
+            f"{path}: sequence length {c.seq_len} = longest text in column {f.column} "
             f"(~{longest} tokens by characters/4, with 2 special tokens) capped at max_sequence_length "
             f"{cap or TEXT_DEFAULT_MAX_LEN}"
         )
@@ -117,7 +116,7 @@ def _text_candidate(
     return c
 
 
-def _probe_image(dataset: Path | None, f: dict[str, Any]) -> tuple[int, int, int] | None:
+def _probe_image(dataset: Path | None, f: LudwigFeature) -> tuple[int, int, int] | None:
     if dataset is None:
         return None
     try:
@@ -125,7 +124,7 @@ def _probe_image(dataset: Path | None, f: dict[str, Any]) -> tuple[int, int, int
 
         from perfmodel.config.dataset_size import first_value
 
-        value = first_value(dataset, column(f))
+        value = first_value(dataset, f.column)
         if value is None:
             return None
         path = Path(str(value))
@@ -138,16 +137,10 @@ def _probe_image(dataset: Path | None, f: dict[str, Any]) -> tuple[int, int, int
         return None
 
 
-def image_size(
-    i: int,
-    f: dict[str, Any],
-    p: dict[str, Any],
-    pre: dict[str, Any],
-    dataset: Path | None,
-    default: int,
-    notes: list[str],
-) -> tuple[int, int, int]:
-    path = f"input_features[{i}] ({f['name']})"
+def image_size(f: LudwigFeature, dataset: Path | None, default: int, notes: list[str]) -> tuple[int, int, int]:
+    """(height, width, channels) of an image input: its preprocessing or encoder, else the
+    dataset's first image, else `default` (stated in `notes`)."""
+    path, p, pre = f.where, f.encoder_params, f.ludwig_preprocessing
     h = pre.get("height") or p.get("img_height") or p.get("height")
     w = pre.get("width") or p.get("img_width") or p.get("width") or h
     c = pre.get("num_channels") or p.get("in_channels") or p.get("num_channels")
@@ -170,7 +163,8 @@ def image_size(
     return h, w, c
 
 
-def _vit(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Candidate:
+def _vit(f: LudwigFeature, h: int, w: int) -> Candidate:
+    p = f.encoder_params
     patch = int(p.get("patch_size") or 16)
     tokens = (h // patch) * (w // patch) + 1
     d, layers = int(p.get("hidden_size") or 768), int(p.get("num_hidden_layers") or 12)
@@ -189,15 +183,16 @@ def _vit(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Candid
         "reference_input": f"{h}x{w} image, {patch}x{patch} patches",
     }
     return Candidate(
-        label=f"input_features[{i}] ({f['name']}): vit encoder",
+        label=f"{f.where}: vit encoder",
         model=model,
         seq_len=tokens,
-        seq_line=f"input_features[{i}] ({f['name']}): vit sequence length {tokens} = ({h}/{patch}) x ({w}/{patch}) patches + [CLS]",
+        seq_line=f"{f.where}: vit sequence length {tokens} = ({h}/{patch}) x ({w}/{patch}) patches + [CLS]",
         trainable=bool(p.get("trainable", True)),
     )
 
 
-def _resnet(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Candidate:
+def _resnet(f: LudwigFeature, h: int, w: int) -> Candidate:
+    p = f.encoder_params
     size = int(p.get("model_variant") or p.get("resnet_size") or 50)
     base = get_model(f"resnet{size}")
     factor = h * w / (224 * 224)
@@ -207,32 +202,26 @@ def _resnet(i: int, f: dict[str, Any], p: dict[str, Any], h: int, w: int) -> Can
         if base.activation_mb_per_sample:
             model["activation_mb_per_sample"] = base.activation_mb_per_sample * factor
     return Candidate(
-        label=f"input_features[{i}] ({f['name']}): resnet{size} encoder",
+        label=f"{f.where}: resnet{size} encoder",
         model=model,
         trainable=bool(p.get("trainable", True)),
     )
 
 
-def ludwig_columns(
-    cfg: dict[str, Any], defaults: LudwigDefaults
-) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+def ludwig_columns(config: LudwigConfig) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
     """({category column: most_common}, {text column: (tokenizer, most_common)}) that Ludwig learns
     vocabularies from: category inputs and outputs, text/sequence inputs with Ludwig's own encoders."""
     cats: dict[str, int] = {}
     texts: dict[str, tuple[str, int]] = {}
-    for key, output in (("input_features", False), ("output_features", True)):
-        for f in features(cfg, key):
-            ftype = str(f["type"]).lower()
-            pre = {**defaults.preprocessing(ftype, output=output), **preprocessing_of(f, cfg)}
-            if ftype == "category":
-                cats[column(f)] = int(pre.get("most_common") or 10000)
-            elif (
-                ftype in ("text", "sequence") and not output and encoder_of(f, cfg)[0] not in HF_TEXT_ENCODERS
-            ):
-                texts[column(f)] = (
-                    str(pre.get("tokenizer") or "space_punct"),
-                    int(pre.get("most_common") or 20000),
-                )
+    for f in (*config.inputs, *config.outputs):
+        pre = f.ludwig_preprocessing
+        if f.type == "category":
+            cats[f.column] = int(pre.get("most_common") or 10000)
+        elif f.type in ("text", "sequence") and not f.output and f.encoder not in HF_TEXT_ENCODERS:
+            texts[f.column] = (
+                str(pre.get("tokenizer") or "space_punct"),
+                int(pre.get("most_common") or 20000),
+            )
     return cats, texts
 
 
@@ -252,16 +241,9 @@ _SIZE_KEYS = (
 """Encoder settings that change the cost: the ones an assumption line names when Ludwig's default is used."""
 
 
-def _note_encoder_defaults(
-    draft: Draft,
-    where: str,
-    ftype: str,
-    kind: str,
-    p: dict[str, Any],
-    own: set[str],
-    defaults: LudwigDefaults,
-) -> None:
+def _note_encoder_defaults(draft: Draft, f: LudwigFeature, defaults: LudwigDefaults) -> None:
     """State the encoder Ludwig picks and the default sizes it uses (when the config does not say)."""
+    where, ftype, kind, p, own = f.where, f.type, f.encoder, f.encoder_params, f.encoder_given
     sized = {k: p[k] for k in _SIZE_KEYS if k in p and k not in own and p[k] is not None}
     if "type" in own and not sized:
         return
@@ -272,7 +254,7 @@ def _note_encoder_defaults(
     draft.note(f"{where}: encoder {which}{' with ' + sizes if sizes else ''} [{defaults.source}]")
 
 
-def _vocab_from_config(p: dict[str, Any]) -> int | None:
+def _vocab_from_config(p: Mapping[str, Any]) -> int | None:
     """The vocabulary Ludwig wrote into an encoder after preprocessing (vocab_size, or its vocab list)."""
     if isinstance(p.get("vocab_size"), int) and p["vocab_size"] > 0:
         return int(p["vocab_size"])
@@ -282,33 +264,24 @@ def _vocab_from_config(p: dict[str, Any]) -> int | None:
 
 
 def map_ecd(
-    cfg: dict[str, Any],
+    config: LudwigConfig,
     draft: Draft,
     stats: Any,
     dataset: Path | None,
-    defaults: LudwigDefaults | None = None,
     data: LudwigData | None = None,
 ) -> Candidate:
     """The model section of an ECD config; returns the carrying Candidate (an estimate has trainable
-    True and no sequence length). `defaults`: Ludwig's defaults (combiner, encoders, preprocessing);
-    `data`: what Ludwig learns from the dataset (vocabularies, tokenized lengths)."""
-    from perfmodel.config.ludwig_defaults import defaults_for
-
-    defaults = defaults or defaults_for(cfg)
-    inputs = features(cfg, "input_features")
-    outputs = features(cfg, "output_features")
+    True and no sequence length). `data`: what Ludwig learns from the dataset (vocabularies,
+    tokenized lengths)."""
+    defaults = config.defaults
     pretrained: list[Candidate] = []
     cost, widths, counted, image_kinds = est.Cost(), [], [], []
-    for i, f in enumerate(inputs):
-        ftype = str(f["type"]).lower()
-        kind, p, own = encoder_of(f, cfg)
-        p = {**defaults.encoder(i, ftype, kind), **p}
-        pre = {**defaults.preprocessing(ftype), **preprocessing_of(f, cfg)}
-        where = f"input_features[{i}] ({f['name']})"
-        _note_encoder_defaults(draft, where, ftype, kind, p, own, defaults)
+    for f in config.inputs:
+        ftype, kind, p, pre, where = f.type, f.encoder, f.encoder_params, f.ludwig_preprocessing, f.where
+        _note_encoder_defaults(draft, f, defaults)
         if ftype in ("text", "sequence", "timeseries"):
             if kind in HF_TEXT_ENCODERS and ftype == "text":
-                pretrained.append(_text_candidate(i, f, kind, p, own, preprocessing_of(f, cfg), stats))
+                pretrained.append(_text_candidate(f, stats))
                 continue
             if kind not in est.SEQUENCE_ENCODERS:
                 raise UnsupportedError(
@@ -316,7 +289,7 @@ def map_ecd(
                     f"{', '.join(est.SEQUENCE_ENCODERS)} and the pretrained text encoders ({', '.join(HF_TEXT_ENCODERS)})"
                 )
             cap = int(p.get("max_sequence_length") or pre.get("max_sequence_length") or TEXT_DEFAULT_MAX_LEN)
-            text = data.texts.get(column(f)) if data is not None else None
+            text = data.texts.get(f.column) if data is not None else None
             known = _vocab_from_config(
                 p
             )  # a config Ludwig resolved after preprocessing (its callbacks get one)
@@ -336,8 +309,8 @@ def map_ecd(
                 )
             else:
                 seq = cap
-                if stats is not None and column(f) in stats.text_columns:
-                    seq = max(1, min(seq, stats.max_tokens(column(f)) + 2))
+                if stats is not None and f.column in stats.text_columns:
+                    seq = max(1, min(seq, stats.max_tokens(f.column) + 2))
                 draft.note(
                     f"{where}: vocabulary assumed {vocab:,} (Ludwig's most_common cap; Ludwig builds it from the "
                     f"data: pass --dataset) and sequence length {seq}"
@@ -348,22 +321,20 @@ def map_ecd(
                 raise UnsupportedError(
                     f"{where}: image encoder {quote(kind)} is not supported; supported: {', '.join(IMAGE_ENCODERS)}"
                 )
-            h, w, c = image_size(
-                i, f, p, pre, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes
-            )
+            h, w, c = image_size(f, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes)
             if kind == "vit":
-                pretrained.append(_vit(i, f, p, h, w))
+                pretrained.append(_vit(f, h, w))
                 continue
             if kind == "resnet":
-                pretrained.append(_resnet(i, f, p, h, w))
+                pretrained.append(_resnet(f, h, w))
                 continue
             image_kinds.append(kind)
             if kind == "unet":
                 classes = next(
                     (
-                        int(preprocessing_of(o, cfg).get("num_classes") or 2)
-                        for o in outputs
-                        if str(o["type"]) == "image"
+                        int(o.preprocessing.get("num_classes") or 2)
+                        for o in config.outputs
+                        if o.type_given == "image"
                     ),
                     2,
                 )
@@ -371,7 +342,7 @@ def map_ecd(
             else:
                 part, out = est.image_stacked_cnn(p, h, w, c)
         elif ftype in est.SMALL_FEATURE_TYPES:
-            cat_vocab = data.categories.get(column(f)) if data is not None and ftype == "category" else None
+            cat_vocab = data.categories.get(f.column) if data is not None and ftype == "category" else None
             part, out = est.small_feature(ftype, kind, p, cat_vocab or _vocab_from_config(p))
         else:
             raise UnsupportedError(
@@ -402,30 +373,27 @@ def map_ecd(
                 f"{len(counted)} other input feature(s) ({', '.join(sorted(set(counted)))}), the combiner and "
                 f"the decoders are small next to {chosen.model['name']} and are not counted"
             )
-        _note_text_outputs(outputs, draft)
+        _note_text_outputs(config.outputs, draft)
         return chosen
-    return _estimate(cfg, outputs, draft, cost, widths, counted, image_kinds, defaults, data)
+    return _estimate(config, draft, cost, widths, counted, image_kinds, data)
 
 
-def _note_text_outputs(outputs: list[dict[str, Any]], draft: Draft) -> None:
+def _note_text_outputs(outputs: tuple[LudwigFeature, ...], draft: Draft) -> None:
     for o in outputs:
-        if str(o["type"]).lower() in ("text", "sequence"):
-            draft.note(f"output feature {o['name']} ({o['type']}): its sequence decoder is not counted")
+        if o.type in ("text", "sequence"):
+            draft.note(f"output feature {o.name} ({o.type_given}): its sequence decoder is not counted")
 
 
 def _estimate(
-    cfg: dict[str, Any],
-    outputs: list[dict[str, Any]],
+    config: LudwigConfig,
     draft: Draft,
     cost: est.Cost,
     widths: list[float],
     counted: list[str],
     image_kinds: list[str],
-    defaults: LudwigDefaults,
     data: LudwigData | None,
 ) -> Candidate:
-    section(cfg, "combiner", "combiner")
-    comb, line = defaults.combiner(cfg)
+    comb, line = config.combiner, config.combiner_line
     if line:
         draft.note(line)
     ctype = str(comb.get("type", "concat")).lower()
@@ -442,17 +410,17 @@ def _estimate(
             f"concat, tabnet, ft_transformer"
         )
     cost += part
-    for o in outputs:
-        otype = str(o["type"]).lower()
+    for o in config.outputs:
+        otype = o.type
         if otype in ("text", "sequence", "image"):
             continue
         if otype in ("binary", "number"):
             cost += est.linear(max(width, 1.0), 1)  # regressor decoder: one output
             continue
-        classes = data.categories.get(column(o)) if data is not None else None
-        classes = classes or int(o.get("num_classes") or preprocessing_of(o, cfg).get("num_classes") or 2)
+        classes = data.categories.get(o.column) if data is not None else None
+        classes = classes or int(o.spec.get("num_classes") or o.preprocessing.get("num_classes") or 2)
         cost += est.linear(max(width, 1.0), classes)
-    _note_text_outputs(outputs, draft)
+    _note_text_outputs(config.outputs, draft)
     arch = "cnn" if cost.conv else ("other" if cost.recurrent else "mlp")
     sequence_kinds = [
         c.split("/")[1] for c in counted if c.split("/")[0] in ("text", "sequence", "timeseries")

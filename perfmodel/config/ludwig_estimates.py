@@ -18,6 +18,7 @@ layer), converted to MB at 16 bits by the caller, as ModelSpec.activation_mb_per
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +115,7 @@ def layer_count(value: Any, key: str) -> int:
     return int(value)
 
 
-def fc_widths(p: dict[str, Any], default: list[int], default_size: int = 256) -> list[int]:
+def fc_widths(p: Mapping[str, Any], default: list[int], default_size: int = 256) -> list[int]:
     """Output sizes of a Ludwig fully connected stack (fc_layers, or num_fc_layers x output_size)."""
     size = int(p.get("output_size") or default_size)
     if isinstance(p.get("fc_layers"), list):
@@ -152,7 +153,7 @@ def conv2d(
     return cost, h2, w2
 
 
-def image_stacked_cnn(p: dict[str, Any], h: int, w: int, c: int) -> tuple[Cost, float]:
+def image_stacked_cnn(p: Mapping[str, Any], h: int, w: int, c: int) -> tuple[Cost, float]:
     """Ludwig's image stacked_cnn encoder (new keys out_channels/kernel_size/pool_kernel_size or
     legacy num_filters/filter_size/pool_size)."""
     layers = p.get("conv_layers")
@@ -217,7 +218,7 @@ def unet(h: int, w: int, cin: int, num_classes: int) -> Cost:
 
 
 def sequence_encoder(
-    kind: str, p: dict[str, Any], seq: int, vocab: int = ASSUMED_TEXT_VOCAB
+    kind: str, p: Mapping[str, Any], seq: int, vocab: int = ASSUMED_TEXT_VOCAB
 ) -> tuple[Cost, float]:
     """Ludwig's own text / sequence encoders (no pretrained weights)."""
     if kind not in SEQUENCE_ENCODERS:
@@ -305,7 +306,7 @@ def transformer_stack(d: int, ff: int, layers: int, seq: float) -> tuple[Cost, f
     ), float(d)
 
 
-def ft_transformer(widths: list[float], p: dict[str, Any]) -> tuple[Cost, float]:
+def ft_transformer(widths: list[float], p: Mapping[str, Any]) -> tuple[Cost, float]:
     """Ludwig's ft_transformer combiner (Gorishniy et al. 2021): each input feature projected to
     hidden_size (a linear layer per feature), a learned [CLS] token, a TransformerStack over
     features + 1 tokens, the [CLS] output through fc_layers (none by default). Ludwig 0.17's
@@ -335,7 +336,7 @@ def ft_transformer(widths: list[float], p: dict[str, Any]) -> tuple[Cost, float]
     return cost, width
 
 
-def small_feature(ftype: str, kind: str, p: dict[str, Any], vocab: int | None = None) -> tuple[Cost, float]:
+def small_feature(ftype: str, kind: str, p: Mapping[str, Any], vocab: int | None = None) -> tuple[Cost, float]:
     """Tabular-style input features: (cost, output width). `vocab`: a category / set / bag
     feature's distinct values (from the data; default ASSUMED_CATEGORY_VOCAB). A dense category
     embedding has min(vocab, embedding_size) dimensions (ludwig/modules/embedding_modules.py)."""
@@ -361,7 +362,7 @@ def small_feature(ftype: str, kind: str, p: dict[str, Any], vocab: int | None = 
     raise UnsupportedError(f"input feature type {quote(ftype)}")
 
 
-def tabnet(width: float, p: dict[str, Any]) -> tuple[Cost, float]:
+def tabnet(width: float, p: Mapping[str, Any]) -> tuple[Cost, float]:
     """TabNet combiner (Arik & Pfister 2019): per step a feature transformer of GLU blocks and an
     attentive transformer; Ludwig defaults size (N_a) 32, output_size (N_d) 128, num_steps 3."""
     na, nd = int(p.get("size") or 32), int(p.get("output_size") or 128)

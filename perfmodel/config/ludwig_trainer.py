@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from perfmodel.analytic.conventions import LUDWIG_TUNER_MAX_CPU_BATCH
 from perfmodel.analytic.totals import BATCH_TUNED_AT_RUN_TIME, EARLY_STOP_PHRASE
 from perfmodel.config.dataset_size import DatasetStats
-from perfmodel.config.ludwig_features import section
+from perfmodel.config.ludwig_features import LudwigConfig, section
 from perfmodel.config.native import DataFlags, Draft
 from perfmodel.errors import ConfigError, UnsupportedError, quote
 
@@ -40,39 +41,22 @@ _OPTIMIZERS = {
 }
 
 
-def split_fractions(cfg: dict[str, Any]) -> tuple[float, float, str]:
-    """(train fraction, rows fraction kept by sampling, how it was decided)."""
-    pre = section(cfg, "preprocessing", "preprocessing")
-    split = section(pre, "split", "preprocessing.split")
-    probs = split.get("probabilities") or pre.get("split_probabilities")
-    ratio = float(pre.get("sample_ratio") or 1.0)
-    if isinstance(probs, list) and probs:
-        return float(probs[0]), ratio, f"preprocessing.split probabilities {probs}"
-    if str(split.get("type", "random")) == "fixed":
-        return (
-            0.7,
-            ratio,
-            "preprocessing.split is fixed (the data's split column decides): assumed 70% training rows",
-        )
-    return 0.7, ratio, "Ludwig's default random split 0.7/0.1/0.2"
-
-
 def dataset_rows(data: DataFlags, stats: DatasetStats | None) -> int | None:
     if data.rows is not None:
         return int(data.rows)
     return stats.rows if stats is not None else None
 
 
-def train_rows_of(cfg: dict[str, Any], rows: int | None) -> int | None:
+def train_rows_of(config: LudwigConfig, rows: int | None) -> int | None:
     """Ludwig's training rows: ceil(train fraction x rows x sample_ratio) (ludwig/data/split.py:
     _split_divisions_with_min_rows rounds the training share up)."""
     if rows is None:
         return None
-    train, ratio, _ = split_fractions(cfg)
-    return math.ceil(train * round(rows * ratio) - 1e-9)
+    split = config.split
+    return math.ceil(split.train_fraction * round(rows * split.sample_ratio) - 1e-9)
 
 
-def tuned_batch(trainer: dict[str, Any], train_rows: int | None) -> int:
+def tuned_batch(trainer: Mapping[str, Any], train_rows: int | None) -> int:
     """The largest batch size Ludwig's tuner may choose on a CPU: powers of two from 1, at most
     MAX_CPU_BATCH_SIZE (128), max_batch_size and 0.2 x training rows
     (ludwig/utils/batch_size_tuner.py: BatchSizeEvaluator.select_best_batch_size)."""
@@ -85,8 +69,7 @@ def tuned_batch(trainer: dict[str, Any], train_rows: int | None) -> int:
 
 
 def map_trainer(
-    trainer: dict[str, Any],
-    tpath: str,
+    config: LudwigConfig,
     draft: Draft,
     *,
     batch: int | str,
@@ -96,6 +79,7 @@ def map_trainer(
     """batch size, accumulation, optimizer, checkpointing; returns (micro batch, optimizer).
     `batch`: Ludwig's default ('auto': its tuner; or a number). A Ludwig step is one batch, so the
     workload keeps grad_accum_steps 1 and the accumulation is stated (optimizer steps vs batches)."""
+    trainer, tpath = config.trainer, config.trainer_path
     bs = trainer.get("batch_size", batch)
     if isinstance(bs, int) and not isinstance(bs, bool):
         if "batch_size" in trainer:
@@ -155,9 +139,7 @@ def map_trainer(
 
 
 def map_amount(
-    cfg: dict[str, Any],
-    trainer: dict[str, Any],
-    tpath: str,
+    config: LudwigConfig,
     draft: Draft,
     data: DataFlags,
     rows: int | None,
@@ -166,8 +148,9 @@ def map_amount(
     iters: int = 1,
 ) -> int | None:
     """training.tokens / steps / samples+epochs; returns the training rows (or None)."""
-    train, ratio, how = split_fractions(cfg)
-    train_rows = train_rows_of(cfg, rows)
+    trainer, tpath = config.trainer, config.trainer_path
+    train, ratio, how = config.split.train_fraction, config.split.sample_ratio, config.split.how
+    train_rows = train_rows_of(config, rows)
     if data.tokens is not None:
         if not tokens_ok:
             raise ConfigError(
@@ -208,9 +191,7 @@ def map_amount(
 
 
 def note_early_stop(
-    cfg: dict[str, Any],
-    trainer: dict[str, Any],
-    tpath: str,
+    config: LudwigConfig,
     draft: Draft,
     *,
     batch: int,
@@ -219,6 +200,7 @@ def note_early_stop(
     """State Ludwig's early stopping: after `early_stop` evaluations without improvement of the
     validation metric it stops (ludwig/trainers/trainer.py: Trainer.check_progress_on_validation),
     so the earliest stop is after early_stop + 1 evaluations; the total-time interval's low end."""
+    trainer, tpath = config.trainer, config.trainer_path
     early = trainer.get("early_stop", EARLY_STOP)
     if (
         trainer.get("train_steps")
@@ -243,7 +225,7 @@ def note_early_stop(
     )
 
 
-def _evals_per_epoch(trainer: dict[str, Any], train_rows: float | None, batch: int) -> float:
+def _evals_per_epoch(trainer: Mapping[str, Any], train_rows: float | None, batch: int) -> float:
     """Evaluations per epoch: steps_per_checkpoint, else checkpoints_per_epoch, else one
     (ludwig/utils/trainer_utils.py: get_final_steps_per_checkpoint; capped at one per step)."""
     spc = trainer.get("steps_per_checkpoint")
@@ -254,8 +236,7 @@ def _evals_per_epoch(trainer: dict[str, Any], train_rows: float | None, batch: i
 
 
 def map_eval(
-    cfg: dict[str, Any],
-    trainer: dict[str, Any],
+    config: LudwigConfig,
     draft: Draft,
     *,
     cost_ratio: float,
@@ -263,10 +244,11 @@ def map_eval(
     batch: int,
 ) -> None:
     """training.eval_fraction: Ludwig evaluates validation and test (forward only) at each checkpoint."""
+    trainer = config.trainer
     if trainer.get("skip_all_evaluation"):
         draft.set("training.eval_fraction", 0.0)
         return
-    train, _, _ = split_fractions(cfg)
+    train = config.split.train_fraction
     evals = _evals_per_epoch(trainer, train_rows, batch)
     rows_ratio = (1 - train) / train + (1.0 if trainer.get("evaluate_training_set") else 0.0)
     fraction = round(evals * rows_ratio * cost_ratio, 3)
@@ -281,9 +263,9 @@ def map_eval(
     )
 
 
-def map_backend(cfg: dict[str, Any], draft: Draft) -> None:
+def map_backend(config: LudwigConfig, draft: Draft) -> None:
     """backend -> hardware.num_gpus / gpu / strategy / cpu_offload (and framework deepspeed)."""
-    b = cfg.get("backend")
+    b = config.backend
     if b is None:
         draft.default("hardware.num_gpus", 1, "")
         return
