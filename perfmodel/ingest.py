@@ -24,8 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel import __version__, paths
 from perfmodel.calibration.record import add_evidence
+from perfmodel.codec import workload_to_row
 from perfmodel.errors import DataError
+from perfmodel.monitor import eta
+from perfmodel.monitor.prior import load_config_workload, native_config
+from perfmodel.monitor.readers import read_trace
+from perfmodel.monitor.record import this_host_fingerprint
+from perfmodel.run.keep import DuplicateRunError, existing_row_id, keep_rows, run_key
 
 MIN_STABLE_INTERVALS = 10
 SHARD_PREFIX = "user"
@@ -64,8 +71,6 @@ def _stable(
     """(warm-up steps, stable intervals) by the monitor's rules; when they would leave fewer than
     MIN_STABLE_INTERVALS of a run that has more, only the first interval is warm-up (as the probe
     keeps its 10 measured steps)."""
-    from perfmodel.monitor import eta
-
     start = eta.stable_start(intervals)
     if len(intervals) - start < MIN_STABLE_INTERVALS <= len(intervals) - 1:
         notes.append(
@@ -99,9 +104,6 @@ def build_row(
     notes: list[str],
 ) -> dict[str, Any]:
     """The feature-table row of a run (perfmodel.codec + the measurement)."""
-    from perfmodel import __version__
-    from perfmodel.codec import workload_to_row
-
     times = [s / k for k, s in stable]
     median = statistics.median(times)
     t = workload.training
@@ -148,12 +150,6 @@ def ingest_run(
     """Keep the run at `path` as a feature-table row (the module's rules). DataError when it
     cannot be (no config, too few timed steps, hardware mismatch); DuplicateRunError when it is
     already kept."""
-    from perfmodel import paths
-    from perfmodel.monitor.prior import load_config_workload, native_config
-    from perfmodel.monitor.readers import read_trace
-    from perfmodel.monitor.record import this_host_fingerprint
-    from perfmodel.run.keep import DuplicateRunError, existing_row_id, keep_rows, run_key
-
     trace = read_trace(path)
     notes: list[str] = []
     if not trace.finished and not allow_unfinished:

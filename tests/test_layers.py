@@ -204,20 +204,11 @@ def components(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 PENDING = frozenset(
-    # other work is changing these files right now (issues 21, 24, 27, 28): their function-level
-    # imports get their reasons (or move up) once that work has merged; remove entries then
+    # other work is changing these files right now (issue 22's MLflow-logged calibrations): their
+    # function-level imports get their reasons (or move up) once that work has merged; remove entries then
     (
-        "perfmodel/analytic/step.py",
-        "perfmodel/learn/conformal.py",
-        "perfmodel/tracking.py",
-        "perfmodel/config/ludwig.py", "perfmodel/config/ludwig_defaults.py", "perfmodel/config/ludwig_ecd.py",
-        "perfmodel/config/ludwig_features.py", "perfmodel/config/ludwig_schema.py",
-        "perfmodel/config/ludwig_trainer.py", "perfmodel/monitor/eta.py",
-        "collectors/fleet/__init__.py", "collectors/fleet/cluster.py", "collectors/fleet/driver.py",
-        "collectors/fleet/plan.py", "perfmodel/cli/commands_collect.py",
-        "perfmodel/config/overrides.py", "perfmodel/decide/search.py",
-        "perfmodel/ingest.py", "perfmodel/monitor/core.py", "perfmodel/monitor/hf.py",
-        "perfmodel/monitor/readers.py", "perfmodel/monitor/watch.py",
+        "perfmodel/tracking.py", "perfmodel/cli/commands_collect.py",
+        "collectors/fleet/cluster.py", "collectors/fleet/driver.py", "collectors/fleet/plan.py",
     )
 )  # fmt: skip
 """Files whose function-level imports are not checked yet (see the comment)."""

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.analytic import conventions as cv
+from perfmodel.analytic.overhead import trainable_tensors
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -567,8 +568,6 @@ def _outside_layers(
 
 
 def _trainable_tensors(w: Workload) -> int:
-    from perfmodel.analytic.overhead import trainable_tensors
-
     return max(1, int(round(trainable_tensors(w))))
 
 
@@ -856,6 +855,7 @@ def host_seconds_per_launch(w: Workload) -> float:
 def price_many(items: list[tuple[Workload, StepPlan]], params: object = None) -> list[StepTime]:
     """`price_step` of many (workload, plan) pairs, one vectorised kernel_times call per accelerator
     (what building the training data does for thousands of rows)."""
+    # numpy: loaded at the first priced step, not on import
     from perfmodel.kernels.efficiency import kernel_times
 
     groups: dict[tuple[str, str], list[int]] = {}
@@ -876,6 +876,7 @@ def price_many(items: list[tuple[Workload, StepPlan]], params: object = None) ->
 def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[Any] | None = None) -> StepTime:
     """Seconds of every kernel of `plan` on the workload's accelerator (perfmodel.kernels.efficiency);
     `times`: the kernel times already computed (`price_many`)."""
+    # numpy: loaded at the first priced step, not on import
     from perfmodel.kernels.efficiency import kernel_times
 
     accum = w.training.grad_accum_steps

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfmodel.config.ludwig_schema import check_ludwig
+
 ENV_RESOLVE = "PERFMODEL_LUDWIG_RESOLVE"
 TABLE_FILE = Path(__file__).with_name("ludwig_defaults_0_17.json")
 
@@ -113,8 +115,6 @@ def defaults_for(cfg: dict[str, Any]) -> LudwigDefaults:
     pinned = pinned_defaults()
     if "ludwig" not in sys.modules and os.environ.get(ENV_RESOLVE, "") not in ("1", "true", "yes"):
         return pinned
-    from perfmodel.config.ludwig_schema import check_ludwig
-
     try:
         verdict = check_ludwig(cfg, use_ludwig="auto")
     except Exception:  # noqa: BLE001 - a broken Ludwig install must not stop a prediction: the table

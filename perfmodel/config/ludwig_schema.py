@@ -21,13 +21,20 @@ mirror what of that decides the configs people write (names are Ludwig's functio
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfmodel.config.ludwig_venv import LUDWIG_VERSION_PINNED, ludwig_in_process, ludwig_python
+from perfmodel.config.ludwig_venv import (
+    LUDWIG_VERSION_PINNED,
+    ludwig_in_process,
+    ludwig_python,
+    require_ludwig_python,
+)
 from perfmodel.errors import ConfigError, quote
 
 LAST_GBM_LUDWIG = "0.10"
@@ -272,9 +279,6 @@ def _from_ludwig(out: dict[str, Any], judge: str) -> LudwigVerdict:
 
 def ludwig_verdict_in_process(cfg: dict[str, Any]) -> LudwigVerdict:
     """Ludwig's verdict from this interpreter (imports Ludwig: ~9 s the first time on a 2-core CPU)."""
-    import contextlib
-    import io
-
     buffer = io.StringIO()
     old_stdin = sys.stdin
     sys.stdin = io.StringIO(json.dumps(cfg))
@@ -330,8 +334,6 @@ def check_ludwig(
             own = own_verdict(cfg)
             return replace(own, judge=f"{own.judge} ({verdict.judge} could not decide: {verdict.reason})")
         if use_ludwig == "require":
-            from perfmodel.config.ludwig_venv import require_ludwig_python
-
             require_ludwig_python(python)
     return own_verdict(cfg)
 

@@ -5,6 +5,7 @@ Every failure is a one-line `ConfigError` that names the file or the override.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -104,6 +105,4 @@ def set_path(config: dict[str, Any], parts: Sequence[str], value: Any, *, origin
 
 def deep_copy(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy whose nested dicts and lists can be changed freely."""
-    import copy
-
     return copy.deepcopy(dict(config))

@@ -16,9 +16,12 @@ scikit-learn and LightGBM are imported inside `calibrate_grouped` only.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from perfmodel.learn.regimes import cell_keys
 
 if TYPE_CHECKING:
     from perfmodel.learn.regressor import LGBMConfig
@@ -46,7 +49,7 @@ def grouped_splitter(groups: Any, max_splits: int) -> tuple[Any, str]:
     """A scikit-learn splitter holding out whole groups: one group per fold when there are at
     most `max_splits` groups, else GroupKFold(max_splits). Falls back to KFold(5) when there is
     a single group (then the intervals cannot speak for unseen hardware; the description says so)."""
-    import numpy as np
+    import numpy as np  # training only: the shipped model imports this module for conformal_quantile alone
     from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
 
     n_groups = len(np.unique(np.asarray(groups)))
@@ -80,12 +83,10 @@ def calibrate_grouped(
 ) -> GroupedCalibration:
     """Grouped out-of-fold conformity scores of the LightGBM regressor, computed by MAPIE
     (`sample_weight` is split by fold with the rows, so each fold's fit weighs runs equally)."""
-    import warnings
-
-    import numpy as np
+    import numpy as np  # training only: the shipped model imports this module for conformal_quantile alone
     from mapie.regression import CrossConformalRegressor
 
-    from perfmodel.learn.regressor import LGBMRatioRegressor
+    from perfmodel.learn.regressor import LGBMRatioRegressor  # LightGBM, pandas, scikit-learn
 
     splitter, description = grouped_splitter(groups, max_splits)
     mapie = CrossConformalRegressor(
@@ -135,10 +136,8 @@ def mondrian_scores(
     once with the median of its rows' scores. Every run's score joins its own regime cell and
     every coarser cell (`regimes.cell_keys`); the result maps cell key -> ascending scores, from
     which `conformal_quantile` gives each regime its half-width."""
-    import numpy as np
+    import numpy as np  # training only: the shipped model imports this module for conformal_quantile alone
     import pandas as pd
-
-    from perfmodel.learn.regimes import cell_keys
 
     frame = pd.DataFrame(
         {"score": np.asarray(row_scores, dtype=float), "group": [str(g) for g in run_groups]}
@@ -163,8 +162,6 @@ def mondrian_scores(
 def mondrian_runs(regimes: Any, run_groups: Any) -> dict[str, int]:
     """Measured runs per regime cell (every coarser cell included): the evidence a cell needs before
     its own scores set its interval, counted before any per-source cap."""
-    from perfmodel.learn.regimes import cell_keys
-
     first: dict[str, tuple[str, ...]] = {}
     for regime, group in zip(regimes, run_groups, strict=True):
         first.setdefault(str(group), tuple(regime))
