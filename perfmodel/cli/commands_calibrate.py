@@ -205,7 +205,7 @@ def _render(rep: Any, console: Any) -> None:
         factors.add_row(f["group"], f"x{f['factor']:.3g}", f"{f['log_sd']:.2f}", str(f["n"]), f["source"])
     console.print(factors)
     o = rep.offset
-    used = "used" if o.get("kernel_factors_used") else "not used (they did not lower the runs' spread)"
+    used = "used" if o.get("kernel_factors_used") else "recorded, not applied (they raised the held-out error: docs/run.md)"
     console.print(
         f"end-to-end offset: x{math.exp(o.get('log_offset', 0.0)):.3g} (log {o.get('log_offset', 0.0):+.3f} "
         f"± {o.get('log_sd', 0.0):.3f}) from n = {o.get('n', 0):.0f} runs; trusted w = n/(n+{o.get('k', 0):g}) = "
