@@ -12,6 +12,8 @@ they are read on every call (never at import), so tests and services can redirec
     PERFMODEL_RUNS_DIR     local copies of trained models (default: <root>/runs)
     MLFLOW_TRACKING_URI    tracking server (default: sqlite:///<root>/mlflow.db)
     PERFMODEL_CALIBRATION_DIR  calibrations (default: $XDG_CACHE_HOME/perfmodel/calibration)
+    PERFMODEL_CALIBRATION_RUNS_DIR  calibrations downloaded from MLflow runs
+                           (default: $XDG_CACHE_HOME/perfmodel/calibration-runs)
 """
 
 from __future__ import annotations
@@ -97,12 +99,27 @@ def artifacts_dir() -> Path:
     return project_root() / "mlartifacts"
 
 
+CALIBRATION_DIR_VAR = "PERFMODEL_CALIBRATION_DIR"
+"""The variable that moves the calibration folder (a service sets it to its --calibrations)."""
+
+
 def calibration_dir() -> Path:
     """Calibrations of measured hardware (`perfmodel calibrate`), one JSON file per hardware id:
     $PERFMODEL_CALIBRATION_DIR (a service points it at a fleet's folder), else
     $XDG_CACHE_HOME/perfmodel/calibration (default ~/.cache/perfmodel/calibration)."""
-    env = _env_path("PERFMODEL_CALIBRATION_DIR")
+    env = _env_path(CALIBRATION_DIR_VAR)
     if env is not None:
         return env
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "perfmodel" / "calibration"
+
+
+def calibration_runs_dir() -> Path:
+    """Calibrations downloaded from MLflow runs (`perfmodel serve --calibrations runs:/RUN_ID`),
+    one folder per run id: $PERFMODEL_CALIBRATION_RUNS_DIR, else
+    $XDG_CACHE_HOME/perfmodel/calibration-runs (default ~/.cache/perfmodel/calibration-runs)."""
+    env = _env_path("PERFMODEL_CALIBRATION_RUNS_DIR")
+    if env is not None:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "perfmodel" / "calibration-runs"

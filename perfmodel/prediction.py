@@ -393,7 +393,8 @@ def _fitted(
 ) -> FittedCalibration:
     """The calibration's runs predicted uncalibrated on `gpu` (cached per calibration version,
     accelerator and model): their residuals."""
-    key = (cal.hardware_id, cal.updated_at, len(cal.runs), gpu.name, tuple(sorted(gpu.measured.items())), model_key)
+    factors = tuple(sorted((g, f.factor) for g, f in cal.kernel_factors.items()))
+    key = (cal.hardware_id, cal.updated_at, len(cal.runs), factors, gpu.name, tuple(sorted(gpu.measured.items())), model_key)
     if key in _FITTED:
         return _FITTED[key]
     kept, works = [], []

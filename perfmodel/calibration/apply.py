@@ -11,8 +11,11 @@ calibration's ceilings applied: step estimate p_i, analytic estimate est_i):
 
 T_g: the kernel model's seconds of kernel group g (matmul+conv, attention, the memory-bound kinds),
 H its host launch time, f_g the calibration's kernel factors (measured / modelled micro-benchmark
-time). The factors are used only where they explain the runs: when they lower the spread of the
-residuals (u against e), otherwise r = 1 and the offset carries it all.
+time). The factors are recorded but not applied (KERNEL_FACTORS = "off": r = 1 but for the fitted
+host factor, and the offset carries the rest): applied, always or shrunk toward 1 like the offset
+(`shrunk_factors`), or when they lowered the runs' in-sample spread (the rule before), they raised
+the leave-one-out error on the committed CPU slices (bench/calibration_kernel_factors.py; numbers
+in docs/run.md, "Calibration"). `FittedCalibration.of(..., factors="on")` still applies them.
 
 For a query x, run i counts ρ_i(x) = exp(-max(0, d_i - WINDOW_DECADES) / SCALE_DECADES) runs, with
 d_i the distance of the two configurations in the spirit of `perfmodel.learn.evidence`: the larger
@@ -82,6 +85,9 @@ SIGMA_PRIOR = 0.25
 PRIOR_DOF = 4.0
 """Degrees of freedom of that prior (worth four runs: with one or two runs the interval is not
 wider than the prior's t quantile allows)."""
+KERNEL_FACTORS = "off"
+"""How predictions use a calibration's kernel factors: 'off' (measured: applying them raised the
+held-out error, module docstring), 'on', 'auto' (when they lower the runs' in-sample spread)."""
 GROUPS = ("matmul", "attention", "memory")
 """Kernel groups with a factor (plus 'host': the launch latency)."""
 _GROUP_OF = {"matmul": "matmul", "conv": "matmul", "attention": "attention"}
@@ -218,22 +224,27 @@ class FittedCalibration:
     theta: float
     """log of the host factor (host launch time x e^theta), fitted on the runs."""
     use_factors: bool
-    """Whether the micro-benchmarks' kernel factors lowered the spread of the residuals (then used)."""
+    """Whether the micro-benchmarks' kernel factors are applied (never with the default 'off')."""
     spread: float
     """Sample spread (log) of the runs' residuals after the kernel terms (0 with < 2 runs)."""
     spread_without_factors: float
     """The spread of the raw residuals (no kernel terms)."""
 
     @classmethod
-    def of(cls, cal: Calibration, points: Sequence[Point]) -> FittedCalibration:
+    def of(cls, cal: Calibration, points: Sequence[Point], factors: str = KERNEL_FACTORS) -> FittedCalibration:
+        """Fit the host factor; `factors`: 'off' never uses the kernel factors (the default,
+        KERNEL_FACTORS), 'on' always (with two runs or more), 'auto' when they lower the runs'
+        in-sample spread (bench/calibration_kernel_factors.py compares them)."""
+        if factors not in ("auto", "on", "off"):
+            raise ValueError(f"factors must be 'auto', 'on' or 'off', got {factors!r}")
         pts = tuple(points)
         host = cal.kernel_factors.get("host")
         prior = math.log(host.factor) if host is not None and host.factor > 0 else 0.0
         theta, spread = fit_theta(pts, prior, False)
         use = False
-        if cal.kernel_factors and len(pts) >= 2:
+        if cal.kernel_factors and len(pts) >= 2 and factors != "off":
             theta_f, spread_f = fit_theta(pts, prior, True)
-            if spread_f < spread:
+            if spread_f < spread or factors == "on":
                 theta, spread, use = theta_f, spread_f, True
         return cls(calibration=cal, points=pts, theta=theta, use_factors=use, spread=spread,
                    spread_without_factors=_sd([p.residual for p in pts]))  # fmt: skip
@@ -301,6 +312,23 @@ class Local:
     sd: float
     """Spread of the runs' residuals there, pooled with SIGMA_PRIOR."""
     dof: float
+
+
+def shrunk_factors(factors: Mapping[str, KernelFactor]) -> dict[str, KernelFactor]:
+    """Each kernel group's factor shrunk toward 1 like the end-to-end offset: log f x n/(n+k), k =
+    `shrink_runs` of the benchmarks' spread (pooled with SIGMA_PRIOR worth PRIOR_DOF) and log f.
+    The host factor (a prior of the fit, not a kernel) is kept as it is."""
+    out = {}
+    for group, f in factors.items():
+        if group == "host" or f.factor <= 0:
+            out[group] = f
+            continue
+        dof = max(f.n - 1, 0)
+        sd = math.sqrt((dof * f.log_sd**2 + PRIOR_DOF * SIGMA_PRIOR**2) / (dof + PRIOR_DOF))
+        log_f = math.log(f.factor)
+        w = shrink_weight(float(f.n), shrink_runs(sd, log_f))
+        out[group] = KernelFactor(factor=math.exp(w * log_f), log_sd=f.log_sd, n=f.n, source=f"{f.source} (shrunk, w {w:.2f})")
+    return out
 
 
 def shrink_runs(sd: float, correction: float) -> float:

@@ -35,13 +35,28 @@ def calibrate_command(
     ] = False,
     export: Annotated[_Path, typer.Option("--export", help="Write the calibration to FILE (to share it).")] = None,
     import_file: Annotated[
-        _Path, typer.Option("--import", help="Keep a shared calibration FILE: it serves its accelerator kind.")
+        _Path,
+        typer.Option(
+            "--import",
+            help="Keep a shared calibration FILE (or every calibration of the MLflow run runs:/RUN_ID): it serves its accelerator kind.",
+        ),
     ] = None,
     hardware_id: Annotated[
         Optional[str],  # noqa: UP045 - typer
         typer.Option("--hardware-id", help="With --show/--export: that hardware's calibration (default: this host's)."),
     ] = None,
     plot: Annotated[_Path, typer.Option("--plot", help="Also plot predicted vs measured of its runs to FILE (.png).")] = None,
+    log_mlflow: Annotated[
+        bool,
+        typer.Option(
+            "--log-mlflow",
+            help="Also log the calibration file as an artifact of a new MLflow run (a service loads it with --calibrations runs:/RUN_ID).",
+        ),
+    ] = False,
+    tracking_uri: Annotated[
+        Optional[str],  # noqa: UP045 - typer
+        typer.Option("--tracking-uri", help="MLflow store for --log-mlflow and --import runs:/ (default: $MLFLOW_TRACKING_URI, else mlflow.db)."),
+    ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -55,30 +70,30 @@ def calibrate_command(
     if sum(x is not None and x is not False for x in (show or None, export, import_file)) > 1:
         raise typer.BadParameter("give one of --show, --export, --import", param_hint="--show")
     if import_file is not None:
-        cal, path = record.import_calibration(flag_path(import_file))
-        if json_out:
-            _common.print_json({"imported": str(path), "hardware_id": cal.hardware_id, "accelerator_kind": cal.accelerator_kind})
-        else:
-            _common.stdout_console().print(
-                f"kept {cal.hardware_id} ({cal.accelerator_kind}, {len(cal.runs)} measured runs) as {path}"
-            )
+        if log_mlflow:
+            raise typer.BadParameter("--log-mlflow logs a calibration this command measures or shows; not with --import", param_hint="--log-mlflow")
+        _import(record, str(import_file), tracking_uri, json_out)
         return
     if show or export is not None:
         cal = _kept(record, hardware_id)
         if export is not None:
             out = record.write_calibration(cal, flag_path(export))
+            logged = _log_mlflow(out, cal, tracking_uri) if log_mlflow else None
             if json_out:
-                _common.print_json({"exported": str(out), "hardware_id": cal.hardware_id})
+                _common.print_json({"exported": str(out), "hardware_id": cal.hardware_id, **(logged or {})})
             else:
                 _common.stdout_console().print(f"wrote {cal.hardware_id} ({cal.accelerator_kind}) to {out}")
+                _print_logged(logged)
             return
         rep = report(cal)
-        _finish(rep, plot, json_out, plot_report)
+        logged = _log_mlflow(record.calibration_path(cal.hardware_id), cal, tracking_uri) if log_mlflow else None
+        _finish(rep, plot, json_out, plot_report, logged)
         return
     result = calibrate(device=device, budget_s=budget_s, progress=progress and not json_out)
     rep = report(result.calibration)
+    logged = _log_mlflow(result.path, result.calibration, tracking_uri) if log_mlflow and result.path else None
     if json_out:
-        doc = {**result.to_json(), "report": rep.to_json()}
+        doc = {**result.to_json(), "report": rep.to_json(), **(logged or {})}
         if plot is not None:
             doc["plot"] = str(plot_report(rep, flag_path(plot)))
         _common.print_json(doc)
@@ -87,9 +102,49 @@ def calibrate_command(
     console.print(
         f"calibrated {result.calibration.hardware_id} in {result.elapsed_s:.0f} s ({result.stopped}); kept as {result.path}"
     )
+    _print_logged(logged)
     for line in result.skipped:
         console.print(f"  not measured: {line}", markup=False)
     _finish(rep, plot, False, plot_report)
+
+
+def _import(record: Any, source: str, tracking_uri: str | None, json_out: bool) -> None:
+    """--import FILE, or --import runs:/RUN_ID: every usable calibration the run logged."""
+    if source.startswith("runs:"):
+        # loaded only for a run (it imports MLflow when it downloads)
+        from perfmodel.calibration.tracked import download_calibrations, parse_source
+
+        src = parse_source(source)
+        folder = download_calibrations(src.run_id, artifact_path=src.artifact_path, tracking_uri=tracking_uri)
+        files = sorted(folder.glob("*.json"))
+    else:
+        files = [flag_path(Path(source))]
+    done = [record.import_calibration(f) for f in files]
+    if json_out:
+        docs = [{"imported": str(p), "hardware_id": c.hardware_id, "accelerator_kind": c.accelerator_kind} for c, p in done]
+        _common.print_json(docs[0] if len(docs) == 1 and not source.startswith("runs:") else {"source": source, "imported": docs})
+        return
+    if not done:
+        _common.stdout_console().print(f"{source}: no usable calibration (see the warnings); nothing kept")
+    for cal, path in done:
+        _common.stdout_console().print(f"kept {cal.hardware_id} ({cal.accelerator_kind}, {len(cal.runs)} measured runs) as {path}")
+
+
+def _log_mlflow(path: Path, cal: Any, tracking_uri: str | None) -> dict[str, str]:
+    # loaded only with --log-mlflow (it imports MLflow)
+    from perfmodel.calibration.tracked import log_calibrations
+
+    run_id, uri = log_calibrations([path], run_name=f"calibrate {cal.hardware_id}", tracking_uri=tracking_uri)
+    return {"mlflow_run_id": run_id, "tracking_uri": uri, "calibrations_uri": f"runs:/{run_id}"}
+
+
+def _print_logged(logged: dict[str, str] | None) -> None:
+    if logged:
+        _common.stdout_console().print(
+            f"logged to MLflow run {logged['mlflow_run_id']} at {logged['tracking_uri']}: "
+            f"perfmodel serve --calibrations {logged['calibrations_uri']}",
+            markup=False,
+        )
 
 
 def _kept(record: Any, hardware_id: str | None) -> Any:
@@ -108,14 +163,15 @@ def _kept(record: Any, hardware_id: str | None) -> Any:
     return max(here, key=lambda c: c.updated_at)
 
 
-def _finish(rep: Any, plot: Path | None, json_out: bool, plot_report: Any) -> None:
+def _finish(rep: Any, plot: Path | None, json_out: bool, plot_report: Any, logged: dict[str, str] | None = None) -> None:
     where = str(plot_report(rep, flag_path(plot))) if plot is not None else None
     if json_out:
-        _common.print_json({**rep.to_json(), "plot": where})
+        _common.print_json({**rep.to_json(), "plot": where, **(logged or {})})
         return
     _render(rep, _common.stdout_console())
     if where:
         _common.stdout_console().print(f"plot: {where}")
+    _print_logged(logged)
 
 
 def _render(rep: Any, console: Any) -> None:
@@ -149,7 +205,7 @@ def _render(rep: Any, console: Any) -> None:
         factors.add_row(f["group"], f"x{f['factor']:.3g}", f"{f['log_sd']:.2f}", str(f["n"]), f["source"])
     console.print(factors)
     o = rep.offset
-    used = "used" if o.get("kernel_factors_used") else "not used (they did not lower the runs' spread)"
+    used = "used" if o.get("kernel_factors_used") else "recorded, not applied (they raised the held-out error: docs/run.md)"
     console.print(
         f"end-to-end offset: x{math.exp(o.get('log_offset', 0.0)):.3g} (log {o.get('log_offset', 0.0):+.3f} "
         f"± {o.get('log_sd', 0.0):.3f}) from n = {o.get('n', 0):.0f} runs; trusted w = n/(n+{o.get('k', 0):g}) = "

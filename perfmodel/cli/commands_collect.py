@@ -109,6 +109,14 @@ def collect_command(
             help="With --ray: seconds to wait for the cluster to answer before giving up.",
         ),
     ] = 30.0,
+    log_mlflow: Annotated[
+        bool,
+        typer.Option(
+            "--log-mlflow",
+            help="With --ray: also log the per-node calibrations as artifacts of one MLflow run "
+            "($MLFLOW_TRACKING_URI, else mlflow.db; a service loads them with --calibrations runs:/RUN_ID).",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Measure this machine: micro-benchmarks, then real training slices; resumable (already
@@ -122,6 +130,8 @@ def collect_command(
             f"must be one of {', '.join(PROFILES)}; got {profile!r}", param_hint="--profile"
         )
     out_dir = out if out is not None else paths.raw_dir()
+    if log_mlflow and (ray is None or plan):
+        raise typer.BadParameter("logs the calibrations of a --ray collection; give --ray (without --plan)", param_hint="--log-mlflow")
     if ray is not None:
         _fleet(
             profile,
@@ -137,6 +147,7 @@ def collect_command(
             device=device,
             gpu=gpu,
             summary=summary,
+            log_mlflow=log_mlflow,
         )
         return
     if summary:
@@ -214,6 +225,7 @@ def _fleet(
     device: str | None,
     gpu: str,
     summary: bool,
+    log_mlflow: bool = False,
 ) -> None:
     from collectors import fleet
 
@@ -250,12 +262,19 @@ def _fleet(
             wait=wait,
         )
     calibrations = _fleet_calibrations(out, result)
+    logged = _log_fleet_calibrations(calibrations, profile) if log_mlflow and calibrations else {}
     if json_out:
-        _common.print_json({**result.to_dict(), "calibrations": calibrations})
+        _common.print_json({**result.to_dict(), "calibrations": calibrations, **logged})
     else:
         _common.stdout_console().print(_fleet_table(result))
         for path in calibrations:
             _common.stdout_console().print(f"calibration: {path}")
+        if logged:
+            _common.stdout_console().print(
+                f"calibrations logged to MLflow run {logged['mlflow_run_id']} at {logged['tracking_uri']}: "
+                f"perfmodel serve --calibrations {logged['calibrations_uri']}",
+                markup=False,
+            )
     if result.stopped == "interrupted":
         raise SystemExit(INTERRUPTED_EXIT)
     if result.failed:
@@ -271,6 +290,17 @@ def _fleet_calibrations(out: Path, result: Any) -> list[str]:
 
     measured = [t.hardware_id for t in result.targets if t.hardware_id and (t.rows_written or t.microbench_rows)]
     return [str(p) for p in calibrations_from_collection(out, measured)] if measured else []
+
+
+def _log_fleet_calibrations(calibrations: list[str], profile: str) -> dict[str, str]:
+    """The per-node calibrations as artifacts of one MLflow run (perfmodel.calibration.tracked)."""
+    # loaded only with --log-mlflow (it imports MLflow)
+    from perfmodel.calibration.tracked import log_calibrations
+
+    run_id, uri = log_calibrations(
+        [Path(p) for p in calibrations], run_name=f"collect --ray {profile}: {len(calibrations)} calibrations"
+    )
+    return {"mlflow_run_id": run_id, "tracking_uri": uri, "calibrations_uri": f"runs:/{run_id}"}
 
 
 def _fleet_table(result: Any) -> Any:

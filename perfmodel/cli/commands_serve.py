@@ -26,7 +26,7 @@ def serve_command(
     tracking_uri: str = typer.Option(
         None,
         "--tracking-uri",
-        help="MLflow registry for --model-uri (default: $MLFLOW_TRACKING_URI, else mlflow.db).",
+        help="MLflow store for --model-uri and --calibrations runs:/ (default: $MLFLOW_TRACKING_URI, else mlflow.db).",
     ),
     poll_interval_s: float = typer.Option(
         30.0, "--poll-interval-s", help="Seconds between looks at the registry alias."
@@ -52,6 +52,11 @@ def serve_command(
         "--allowed-host",
         help="A Host name to answer besides localhost, 127.0.0.1, ::1 and --host (repeatable; *.example.com, or * for any).",
     ),
+    calibrations: str = typer.Option(
+        None,
+        "--calibrations",
+        help="Calibrations to apply: a folder, or runs:/RUN_ID (the MLflow run that logged them, in --tracking-uri's store; downloaded at start). Default: $PERFMODEL_CALIBRATION_DIR, else this user's calibration folder.",
+    ),
     access_log: bool = typer.Option(
         True, "--access-log/--no-access-log", help="Log every request on stderr."
     ),
@@ -73,6 +78,13 @@ def serve_command(
         raise typer.BadParameter(f"must be 1-65535, got {port}", param_hint="--port")
     if workers < 1:
         raise typer.BadParameter(f"must be >= 1, got {workers}", param_hint="--workers")
+    calibration_source = calibrations
+    if calibrations is not None:
+        # loaded when the command runs; a run is downloaded once here, before the workers start,
+        # and a bad run id or folder is a one-line error before the server starts
+        from perfmodel.calibration.tracked import calibrations_folder
+
+        calibrations = str(calibrations_folder(calibrations, tracking_uri=tracking_uri))
     try:
         settings = ServiceSettings(
             model_dir=model_dir,
@@ -83,6 +95,8 @@ def serve_command(
             concurrency=concurrency,
             data_dir=data_dir,
             allowed_hosts=allowed_hosts(host, allowed_host or []),
+            calibrations=calibrations,
+            calibration_source=calibration_source,
         )
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from None

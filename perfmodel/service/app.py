@@ -16,6 +16,9 @@ computed on the event loop (a few ms of bounded work); sweeps, advice, compariso
 bodies run in at most `concurrency` worker threads under the time limit. Identical requests to
 the same model are answered from a cache (keyed also by the calibration folder's files,
 $PERFMODEL_CALIBRATION_DIR: a calibration, probe or ingest there is used by the next request).
+`settings.calibrations` (`perfmodel serve --calibrations FOLDER|runs:/RUN_ID`) names that folder,
+or the MLflow run whose calibration artifacts are downloaded into one when the app is made
+(`perfmodel.calibration.tracked`; a run that does not exist is a ConfigError then, not a 500 later).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from perfmodel.api import model_catalog, predict_document
 from perfmodel.calibration.record import store_stamp
+from perfmodel.calibration.tracked import calibrations_folder
 from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog.prices import default_price
 from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range, fmt_number, fmt_usd
@@ -56,6 +60,7 @@ from perfmodel.decide.advise import advise
 from perfmodel.decide.compare import compare
 from perfmodel.decide.sweep import parse_vary, sweep
 from perfmodel.errors import ConfigError, PerfModelError, clip
+from perfmodel.paths import CALIBRATION_DIR_VAR
 from perfmodel.request import RunRequest
 from perfmodel.service import requests as rq
 from perfmodel.service.model_source import FixedModel, LoadedModel, RegistryFollower
@@ -494,6 +499,11 @@ def app_from_env() -> FastAPI:
 def create_app(settings: ServiceSettings | None = None, *, source: ModelSource | None = None) -> FastAPI:
     """The application; `source` replaces the model source `settings` describe (tests)."""
     settings = settings or ServiceSettings()
+    calibrations = (
+        calibrations_folder(settings.calibrations, tracking_uri=settings.tracking_uri)
+        if settings.calibrations is not None
+        else None
+    )
     model_source = source if source is not None else model_source_for(settings)
     cache = ResponseCache(settings.cache_bytes) if settings.cache_bytes else None
     limiter: list[anyio.CapacityLimiter] = []
@@ -502,11 +512,19 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         limiter.append(anyio.CapacityLimiter(settings.concurrency))
+        before = os.environ.get(CALIBRATION_DIR_VAR)
+        if calibrations is not None:  # every prediction of this process reads it (perfmodel.paths)
+            os.environ[CALIBRATION_DIR_VAR] = str(calibrations)
         await anyio.to_thread.run_sync(model_source.start)
         try:
             yield
         finally:
             model_source.stop()
+            if calibrations is not None:
+                if before is None:
+                    os.environ.pop(CALIBRATION_DIR_VAR, None)
+                else:
+                    os.environ[CALIBRATION_DIR_VAR] = before
 
     app = FastAPI(
         title="perfmodel",
@@ -669,6 +687,10 @@ def create_app(settings: ServiceSettings | None = None, *, source: ModelSource |
             "model": current.to_json() if current else None,
             "registry": model_source.status(),
             "reads_datasets": settings.data_dir is not None,
+            "calibrations": {
+                "source": settings.calibration_source or settings.calibrations or "$" + CALIBRATION_DIR_VAR,
+                "folder": str(calibrations) if calibrations is not None else None,
+            },
         }
         return JSONResponse(body, status_code=200 if current else 503)
 

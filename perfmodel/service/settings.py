@@ -57,6 +57,13 @@ class ServiceSettings:
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
     """Host header names answered (DNS rebinding: a page whose name resolves to this server is
     refused); '*.example.com' matches subdomains, '*' any. `perfmodel serve` adds its --host."""
+    calibrations: str | None = None
+    """Where the calibrations come from (`perfmodel.calibration.tracked`): a folder, or
+    `runs:/RUN_ID` (the MLflow run that logged them, in `tracking_uri`'s store), downloaded when
+    the app is made; None: $PERFMODEL_CALIBRATION_DIR, else the default calibration folder."""
+    calibration_source: str | None = None
+    """What `calibrations` was given as, when `perfmodel serve` resolved it to a folder before
+    starting its workers (shown by GET /v1/model)."""
     body_timeout_s: float = 10.0
     """Longest a client may take to send a request body, s; a slower one is answered 408 (a body
     trickled byte by byte holds nothing longer)."""
