@@ -16,8 +16,14 @@ and models rather than on GenAI traces.
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
+import os
 import re
 import time
+import urllib.error
+import urllib.request
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +31,7 @@ from typing import Any, Protocol
 
 from perfmodel.errors import PerfModelError
 from perfmodel.learn.lean_import import import_mlflow
+from perfmodel.paths import tracking_uri
 
 EXPERIMENT = "perfmodel"
 REGISTERED_MODEL = "perfmodel-throughput"
@@ -51,8 +58,6 @@ def experiment_url(uri: str | None = None, host: str = "http://127.0.0.1:5000") 
 
 def default_tracking_uri() -> str:
     """`MLFLOW_TRACKING_URI` if set, else SQLite in the project root."""
-    from perfmodel.paths import tracking_uri
-
     return tracking_uri()
 
 
@@ -69,8 +74,6 @@ def check_reachable(uri: str, timeout_s: float = REACHABILITY_TIMEOUT_S) -> None
     """Raise TrackingError, in about `timeout_s` at most, when the store at `uri` cannot answer:
     an HTTP(S) server that does not respond, or a SQLite file whose folder does not exist.
     Other schemes (databricks, ...) are not probed."""
-    import urllib.error
-    import urllib.request
 
     if uri.startswith("sqlite:///"):
         folder = Path(uri[len("sqlite:///") :]).parent
@@ -102,7 +105,6 @@ HTTP_REQUEST_MAX_RETRIES = 2
 def bound_http_requests() -> None:
     """Bound MLflow's HTTP calls in this process (`MLFLOW_HTTP_REQUEST_TIMEOUT`,
     `MLFLOW_HTTP_REQUEST_MAX_RETRIES`, the variables MLflow documents), unless the user set them."""
-    import os
 
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(HTTP_REQUEST_TIMEOUT_S))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(HTTP_REQUEST_MAX_RETRIES))
@@ -282,7 +284,7 @@ class MlflowTracker:
         return self._run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # mlflow: seconds to import, only when logging
 
         run_id = self._require_run()
         items = [Param(param_key(k), str(v)[:6000]) for k, v in params.items()]
@@ -290,9 +292,7 @@ class MlflowTracker:
             self.client.log_batch(run_id, params=items[start : start + 100])
 
     def log_metrics(self, metrics: Mapping[str, float]) -> None:
-        import math
-
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: seconds to import, only when logging
 
         run_id = self._require_run()
         now = int(time.time() * 1000)
@@ -305,7 +305,7 @@ class MlflowTracker:
             self.client.log_batch(run_id, metrics=items[start : start + 500])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        from mlflow.entities import RunTag
+        from mlflow.entities import RunTag  # mlflow: seconds to import, only when logging
 
         run_id = self._require_run()
         items = [RunTag(param_key(k), str(v)) for k, v in tags.items()]
@@ -322,7 +322,6 @@ class MlflowTracker:
 
     def log_dataset(self, dataset: DatasetInput) -> None:
         """Log the table as the run's training dataset (the runs table's Dataset column)."""
-        import warnings
 
         mlflow = import_mlflow()
         self._require_run()
@@ -339,8 +338,6 @@ class MlflowTracker:
         """Log the model folder as a pyfunc model (booster + conformal metadata + feature
         preprocessing) with its signature (`pyfunc.model_signature`) and `input_example`
         (feature-table rows); register it when `register`. Returns the registered version."""
-        import logging
-        import warnings
 
         mlflow = import_mlflow()
         self._require_run()

@@ -203,25 +203,13 @@ def components(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-PENDING = frozenset(
-    # other work is changing these files right now (issue 22's MLflow-logged calibrations): their
-    # function-level imports get their reasons (or move up) once that work has merged; remove entries then
-    (
-        "perfmodel/tracking.py", "perfmodel/cli/commands_collect.py",
-        "collectors/fleet/cluster.py", "collectors/fleet/driver.py", "collectors/fleet/plan.py",
-    )
-)  # fmt: skip
-"""Files whose function-level imports are not checked yet (see the comment)."""
-
-
 def late_imports_without_reason() -> list[str]:
     """Function-level imports with no comment saying why, on a line of its block of imports
     (consecutive import statements, blank lines between them allowed) or the line above it; an
     import under `try:` (an optional package) says why by its `except ImportError`."""
     out = []
     for module, path in module_files().items():
-        if str(path.relative_to(ROOT)) not in PENDING:
-            out += _late_in(module, path.read_text().splitlines())
+        out += _late_in(module, path.read_text().splitlines())
     return out
 
 

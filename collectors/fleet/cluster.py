@@ -125,7 +125,7 @@ def live_node_entries(ray: Any) -> list[dict[str, Any]]:
 
 def pinned(node: PinnableNode) -> dict[str, Any]:
     """Task options: the node's task resources, on that node only, never retried by Ray."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # Ray: only when connected
 
     return {
         **node.task_resources(),

@@ -13,7 +13,11 @@ from collectors.fleet.nodes import select_targets, validate
 from collectors.fleet.results import FleetResult
 from collectors.fleet.runner import FleetDriver
 from collectors.fleet.tasks import TaskHooks, hooks_or_default
+from collectors.interrupts import signal_name, signals_as_interrupt
+from collectors.lock import ensure_output_dir, hold_output_dir
+from perfmodel import paths
 from perfmodel.errors import ConfigError
+from perfmodel.measure.storage import set_aside_damaged
 
 DEFAULT_MAX_RETRIES = 1
 """Times a failed task is run again before it is reported."""
@@ -36,11 +40,6 @@ def collect_fleet(
     collectors.fleet docstring), into `out_dir` (default perfmodel.paths.raw_dir()) held by this driver.
     `budget_s` applies to each task; connecting takes at most `connect_timeout_s`. Another
     collector on the folder: CollectorBusy (or wait)."""
-    from collectors.interrupts import signal_name, signals_as_interrupt
-    from collectors.lock import ensure_output_dir, hold_output_dir
-    from perfmodel import paths
-    from perfmodel.measure.storage import set_aside_damaged
-
     budget = validate(profile, per, budget_s)
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be >= 0; got {max_retries}")

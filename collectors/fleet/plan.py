@@ -10,6 +10,9 @@ from typing import Any
 from collectors.fleet.cluster import CONNECT_TIMEOUT_S, connected, first_line
 from collectors.fleet.nodes import device_key, measured, select_targets, validate
 from collectors.fleet.tasks import TaskHooks, hooks_or_default
+from collectors.plan import plan_profile
+from perfmodel import paths
+from perfmodel.catalog.prices import default_price
 from perfmodel.errors import PerfModelError
 
 
@@ -120,10 +123,6 @@ def plan_fleet(
     on the accelerator its node's fingerprint names, skipping what its hardware id already has in
     `out_dir`), with each accelerator's default price per GPU-hour. Measures nothing: only the
     nodes' fingerprint tasks run."""
-    from collectors.plan import plan_profile
-    from perfmodel import paths
-    from perfmodel.catalog.prices import default_price
-
     budget = validate(profile, per, budget_s)
     out = Path(out_dir) if out_dir is not None else paths.raw_dir()
     with connected(address, timeout_s=connect_timeout_s) as ray:

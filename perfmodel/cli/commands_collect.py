@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from perfmodel import paths
 from perfmodel.cli import _common
 
 PROFILES = ("quick", "gpu", "full")
@@ -123,15 +124,16 @@ def collect_command(
     measured configurations are skipped), one collector per --out folder, and safe to stop with
     Ctrl-C, SIGTERM or SIGHUP (what was measured is kept; exit status 130). With --plan, only
     project what a profile would do on a device, before renting it."""
-    from perfmodel import paths
-
     if profile not in PROFILES:
         raise typer.BadParameter(
             f"must be one of {', '.join(PROFILES)}; got {profile!r}", param_hint="--profile"
         )
     out_dir = out if out is not None else paths.raw_dir()
     if log_mlflow and (ray is None or plan):
-        raise typer.BadParameter("logs the calibrations of a --ray collection; give --ray (without --plan)", param_hint="--log-mlflow")
+        raise typer.BadParameter(
+            "logs the calibrations of a --ray collection; give --ray (without --plan)",
+            param_hint="--log-mlflow",
+        )
     if ray is not None:
         _fleet(
             profile,
@@ -151,6 +153,7 @@ def collect_command(
         )
         return
     if summary:
+        # collectors is the layer above: imported only when this command runs (the one upward shim)
         from collectors.summary import summarize
 
         sys.stdout.write(summarize(out_dir) + "\n")
@@ -158,6 +161,7 @@ def collect_command(
     if plan:
         _plan(profile, gpu, budget_s, out_dir, json_out)
         return
+    # collectors is the layer above: imported only when this command runs (the one upward shim)
     from collectors.harness import collect
     from collectors.interrupts import signals_as_interrupt
 
@@ -174,6 +178,7 @@ def _render(result: Any, json_out: bool) -> None:
     if json_out:
         _common.print_json(result.to_dict())
         return
+    # rich's tables: loaded only when one is printed
     from rich.table import Table
 
     table = Table(
@@ -198,6 +203,7 @@ def _render(result: Any, json_out: bool) -> None:
 
 
 def _plan(profile: str, gpu: str, budget_s: float | None, out: Path, json_out: bool) -> None:
+    # collectors is the layer above: imported only when this command runs (the one upward shim)
     from collectors.plan import plan_profile, plan_table
 
     projected = plan_profile(profile, gpu, budget_s=budget_s, out_dir=out)
@@ -227,6 +233,7 @@ def _fleet(
     summary: bool,
     log_mlflow: bool = False,
 ) -> None:
+    # collectors is the layer above: imported only when this command runs (the one upward shim)
     from collectors import fleet
 
     if not address or address.startswith("-"):
@@ -247,6 +254,7 @@ def _fleet(
         else:
             _common.stdout_console().print(_fleet_plan_table(projected))
         return
+    # collectors is the layer above: imported only when this command runs (the one upward shim)
     from collectors.interrupts import signals_as_interrupt
 
     with signals_as_interrupt():
@@ -288,7 +296,9 @@ def _fleet_calibrations(out: Path, result: Any) -> list[str]:
     # loaded when the command runs; it reads the collection's parquet shards
     from perfmodel.calibration.run import calibrations_from_collection
 
-    measured = [t.hardware_id for t in result.targets if t.hardware_id and (t.rows_written or t.microbench_rows)]
+    measured = [
+        t.hardware_id for t in result.targets if t.hardware_id and (t.rows_written or t.microbench_rows)
+    ]
     return [str(p) for p in calibrations_from_collection(out, measured)] if measured else []
 
 
@@ -304,6 +314,7 @@ def _log_fleet_calibrations(calibrations: list[str], profile: str) -> dict[str, 
 
 
 def _fleet_table(result: Any) -> Any:
+    # rich's tables: loaded only when one is printed
     from rich.table import Table
 
     stopped = result.stopped + (f" by {result.interrupted_by}" if result.interrupted_by else "")
@@ -346,6 +357,7 @@ def _fleet_table(result: Any) -> Any:
 
 
 def _fleet_plan_table(projected: Any) -> Any:
+    # rich's tables: loaded only when one is printed
     from rich.table import Table
 
     cost = "" if projected.cost_usd is None else f", ${projected.cost_usd:,.2f} at list prices"
