@@ -182,10 +182,22 @@ def monitor_command(
     json_out: Annotated[
         bool, Opt("--json", help="Machine-readable output (one JSON document per report).")
     ] = False,
+    verbose: Annotated[
+        bool,
+        Opt(
+            "--verbose",
+            "-v",
+            help="With --follow: the full report at every read, not one line of at most 100 characters "
+            "(also PERFMODEL_VERBOSE=1).",
+        ),
+    ] = False,
 ) -> None:
     """ETA, warm-up, stable-phase statistics and bottleneck hints of a run from its files."""
     # loaded when the command runs (CLI start-up)
+    from perfmodel.monitor.report import format_short, resolve_verbose
     from perfmodel.monitor.watch import follow_path, monitor_path
+
+    detail = resolve_verbose(True if verbose else None)
 
     kwargs: dict[str, Any] = {
         "config": config,
@@ -195,12 +207,19 @@ def monitor_command(
         "model_dir": model_dir,
     }
     reports = follow_path(path, interval_s=interval_s, **kwargs) if follow else [monitor_path(path, **kwargs)]
+    shown: set[str] = set()
     for report in reports:
         if json_out:
             # loaded when the command runs (CLI start-up)
             from perfmodel.cli._common import _json_default
 
             print(json.dumps(report.to_json(), default=_json_default), flush=True)
+        elif follow and not detail:  # a live view: one line a read, the hints once each
+            print(format_short(report.snapshot), flush=True)
+            for hint in report.snapshot.hints:
+                if hint not in shown:
+                    shown.add(hint)
+                    print(f"[perfmodel] hint: {hint}", flush=True)
         else:
             _render_monitor(report, _common.stdout_console())
 
