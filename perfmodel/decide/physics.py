@@ -32,8 +32,8 @@ value between two of them, and the rules are applied causally along them: micro-
 every GPU count of the GPU line), then the GPU count. Along a line, a point predicted slower than
 the last one before it is brought down to it (the running minimum), and a ddp point predicted to
 scale better than the bound is raised to it; a value that is not a power of two is held between
-the powers of two around it. Two values inside one octave (3 and 3 + a fraction of a power) are
-each held against the powers of two around them, not against each other. Every moved point keeps
+the powers of two around it. Two values inside one octave (micro-batch 5 and 6) are each held
+against the powers of two around them (4 and 8), not against each other. Every moved point keeps
 its interval's relative width and says by how much it moved and why. The learned residual is smooth
 but not monotone, so without this it breaks the rules between measured points (the issue:
 35.7, 30.5, 34.7, 32.8, 27.9 h for micro-batch 1-16; 2.7x from 16 to 32 L40S)."""
