@@ -1,6 +1,6 @@
 """Advice: over several configs and constraints, no option returned fails to fit or breaks a
 constraint (checked again through `load_workload` + `predict`, a path advise does not use), the
-global batch is kept, rankings are ordered, and Ludwig options are written in Ludwig keys."""
+global batch is kept, each option's numbers are the physics-consistent prediction of its run, rankings are ordered, and Ludwig options are written in Ludwig keys."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import yaml
 from perfmodel.config import load_workload
 from perfmodel.config.source import set_dotted
 from perfmodel.decide.advise import advise
+from perfmodel.decide.physics import consistent
 from perfmodel.errors import CatalogError, ConfigError
 from perfmodel.prediction import predict
 
@@ -40,9 +41,12 @@ def _check(result, config: Path, *, data: dict, deadline_s=None, budget_usd=None
         # the same change through the ordinary config path: still fits, same prediction
         sets = [f"{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in opt.native_changes.items()]
         w = load_workload(config, overrides=sets, **data)
-        again = predict(w)
+        again = predict(w)  # the model's own, then the physics on it (perfmodel/decide/physics.py)
         assert again.fits_in_memory
-        assert again.total_time_s.estimate == pytest.approx(o.total_time_s.estimate, rel=1e-9)
+        moved = consistent([w])[0]
+        assert moved.raw.total_time_s.estimate == pytest.approx(again.total_time_s.estimate, rel=1e-9)
+        assert moved.outcome.total_time_s.estimate == pytest.approx(o.total_time_s.estimate, rel=1e-9)
+        assert bool(opt.adjusted) == (abs(moved.outcome.total_time_s.estimate / again.total_time_s.estimate - 1) > 1e-6)
         assert _global_batch(w) == _global_batch(base) == result.global_batch
     times = [o.outcome.total_time_s.estimate for o in result.by_time]
     assert times == sorted(times)
@@ -104,7 +108,7 @@ def test_ludwig_options_are_ludwig_keys_that_give_the_same_run(tmp_path):
         edited = tmp_path / f"opt{i}.yaml"
         edited.write_text(yaml.safe_dump(raw))
         w = load_workload(edited, tokens=1e8, overrides=sets)
-        again = predict(w)
+        again = consistent([w])[0].outcome  # the same run, through the physics as advise predicts it
         assert again.total_time_s.estimate == pytest.approx(opt.outcome.total_time_s.estimate, rel=1e-9)
         assert again.fits_in_memory
 

@@ -5,18 +5,30 @@ hint that names the largest micro-batch that fits, and the interval's level-shif
 from __future__ import annotations
 
 import io
+import json
 import math
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from tqdm import tqdm
 
+from perfmodel.errors import ConfigError
 from perfmodel.monitor.core import RunMonitor
 from perfmodel.monitor.display import BAR_FORMAT, BarReporter, find_bar
 from perfmodel.monitor.eta import StepTimePrior
-from perfmodel.monitor.report import SHORT_WIDTH, ConsoleReporter, format_line, format_short
+from perfmodel.monitor.report import (
+    SHORT_WIDTH,
+    VERBOSE_ENV,
+    ConsoleReporter,
+    format_line,
+    format_short,
+    resolve_verbose,
+)
 from perfmodel.monitor.session import MonitorSession, batch_limit
 from perfmodel.monitor.utilization import UtilStats, bottleneck_hints
 
@@ -218,3 +230,70 @@ def test_real_trainer_shows_the_eta_in_its_own_bar(tmp_path, capsys, monkeypatch
     assert first <= 2, bar_lines[:5]  # restyled at the first report (the bar starts at step 0)
     assert not any("<" in x.split("[", 1)[1] for x in bar_lines[first:]), bar_lines  # one ETA: tqdm's is gone
     assert "[perfmodel] step" not in err  # no report lines beside the bar
+
+
+# --- the user-facing switch: PERFMODEL_VERBOSE and `perfmodel monitor --follow --verbose` --------
+
+
+def _lines(reporter_out: io.StringIO, reporter) -> list[str]:
+    clock = FakeClock()
+    m = RunMonitor(total_steps=123_456, clock=clock, reporter=reporter, report_every_s=5.0)
+    run(m, clock, [6.0, 2.0] + noisy(200, 0.5))
+    return [x for x in reporter_out.getvalue().splitlines() if x.startswith("[perfmodel] step")]
+
+
+@pytest.mark.parametrize("make", [ConsoleReporter, BarReporter])
+def test_perfmodel_verbose_turns_on_the_detail_where_the_code_does_not_say(make, monkeypatch):
+    for value, detailed in (("1", True), ("TRUE", True), ("0", False), ("off", False), ("", False)):
+        monkeypatch.setenv(VERBOSE_ENV, value)
+        out = io.StringIO()
+        lines = _lines(out, make(out))
+        assert lines, value
+        assert (max(len(x) for x in lines) > SHORT_WIDTH) is detailed, (value, lines[-1])
+    monkeypatch.setenv(VERBOSE_ENV, "1")
+    out = io.StringIO()
+    assert all(len(x) <= SHORT_WIDTH for x in _lines(out, make(out, verbose=False)))  # the code wins
+    monkeypatch.delenv(VERBOSE_ENV)
+    assert resolve_verbose() is False and resolve_verbose(True) is True
+
+
+def test_a_bad_perfmodel_verbose_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv(VERBOSE_ENV, "loud")
+    with pytest.raises(ConfigError, match="PERFMODEL_VERBOSE='loud': give 1"):
+        ConsoleReporter(io.StringIO())
+
+
+def test_the_callbacks_read_perfmodel_verbose(monkeypatch):
+    monkeypatch.setenv(VERBOSE_ENV, "1")
+    session = MonitorSession(source="test", sampler=False)
+    assert session.monitor.reporter.console.verbose is True
+    # perfmodel.monitor.hf imports transformers (installed in the venv)
+    from perfmodel.monitor.hf import PerfmodelCallback
+
+    assert PerfmodelCallback(record=False, sampler=False).session.monitor.reporter.verbose is True
+    monkeypatch.setenv(VERBOSE_ENV, "0")
+    assert PerfmodelCallback(record=False, sampler=False).session.monitor.reporter.verbose is False
+
+
+def _monitor_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    path = tmp_path / "trainer_state.json"  # a finished Trainer run: --follow reads it once and stops
+    history = [{"step": i, "perfmodel_elapsed_s": sum(0.5 + 0.01 * (j % 3) for j in range(1, i + 1))} for i in range(1, 61)]
+    history.append({"step": 60, "train_loss": 1.0, "train_runtime": history[-1]["perfmodel_elapsed_s"]})
+    path.write_text(json.dumps({"global_step": 60, "max_steps": 60, "log_history": history}))
+    environ = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
+    environ.update({"PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200", **(env or {})})
+    done = subprocess.run(
+        [sys.executable, "-m", "perfmodel", "monitor", str(path), "--follow", "--interval-s", "0.1", *args],
+        env=environ, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_monitor_follow_prints_one_short_line_and_the_full_report_under_verbose(tmp_path):
+    short = _monitor_cli(tmp_path)
+    assert short and all(len(x) <= SHORT_WIDTH for x in short), short
+    assert short[0].startswith("[perfmodel] step 60/60") and "finished" in short[0]
+    for detailed in (_monitor_cli(tmp_path, "--verbose"), _monitor_cli(tmp_path, env={VERBOSE_ENV: "1"})):
+        text = "\n".join(detailed)
+        assert "perfmodel monitor" in text and "Stable phase" in text and "Finished" in text

@@ -263,3 +263,99 @@ def test_validate_real_trainer_from_10_percent_then_the_full_run(tmp_path, monke
         f"trainer: extrapolated {t.estimate:.1f} s ({t.low:.1f}-{t.high:.1f}), measured {c.measured_s:.1f} s, error {c.error:+.1%}"
     )
     assert c.inside, (t, c, result.load_avg)
+
+
+# --- the Trainer from the CLI: `perfmodel validate --trainer SCRIPT -- ARGS` --------------------
+
+TRAINER_SCRIPT = '''"""A user's training script, unchanged: GPT-2 (2 layers, width 32) on random tokens."""
+import argparse
+
+import torch
+import transformers.trainer
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+# the test runs with the repository on PYTHONPATH, whose datasets/ folder would import as `datasets`
+transformers.trainer.is_datasets_available = lambda: False
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", required=True)
+parser.add_argument("--max-steps", type=int, default=400)
+opts = parser.parse_args()
+torch.set_num_threads(1)
+
+
+class RandomTokens(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        ids = torch.randint(0, 128, (32,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": ids.clone()}
+
+
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=128, n_positions=64))
+args = TrainingArguments(
+    output_dir=opts.out, max_steps=opts.max_steps, per_device_train_batch_size=8, logging_steps=50,
+    eval_strategy="steps", eval_steps=20, per_device_eval_batch_size=64, save_strategy="steps",
+    save_steps=100, report_to="none", use_cpu=True, dataloader_num_workers=0,
+)
+trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(4096), eval_dataset=RandomTokens(256))
+trainer.train()
+open(opts.out + "/after-train.txt", "w").write("the script went on after train()")
+'''
+
+
+def _perfmodel(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
+    return subprocess.run(
+        [sys.executable, "-m", "perfmodel", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["validate"], "give one Ludwig config"),
+        (["validate", "a.yaml"], "needs --dataset"),
+        (["validate", "--trainer", "train.py", "--dataset", "d.csv"], "are for a Ludwig config"),
+    ],
+)
+def test_validate_cli_says_which_form_it_needs(tmp_path, args, message):
+    done = _perfmodel(*args, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_validate_trainer_script_that_never_trains_is_one_error(tmp_path):
+    (tmp_path / "noop.py").write_text("import transformers\nprint('no training here')\n")
+    done = _perfmodel("validate", "--trainer", "noop.py", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("error: noop.py ran to its end without calling")
+
+
+@pytest.mark.slow
+def test_validate_trainer_script_from_the_cli_extrapolates_10_percent_into_the_full_run(tmp_path):
+    (tmp_path / "train.py").write_text(TRAINER_SCRIPT)
+    out = tmp_path / "out"
+    out.mkdir()
+    load0 = os.getloadavg()[0]
+    done = _perfmodel(
+        "validate", "--trainer", "train.py", "--fraction", "0.1", "--check-full", "--json",
+        "--", "--out", str(out), "--max-steps", "400", cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert doc["framework"] == "hf-trainer"
+    assert doc["partial_steps"] == 40 and doc["full_steps"] == 400  # 10% of the script's max_steps
+    assert not (out / "after-train.txt").exists()  # stopped at train(): nothing after it ran
+    check, total = doc["check"], doc["total_time_s"]
+    print(
+        f"validate --trainer: partial {doc['partial_wall_s']:.1f} s, extrapolated {total['estimate']:.1f} s "
+        f"({total['low']:.1f}-{total['high']:.1f}), full run measured {check['measured_s']:.1f} s, "
+        f"error {check['error']:+.1%}; load {load0:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
+    assert check["inside_interval"], (total, check, doc["load_avg"])

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 
@@ -89,7 +89,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print the message on stderr (one line, or the lines of a problem list) and exit."""
     sys.stderr.write(f"error: {message}\n")
     raise SystemExit(code)

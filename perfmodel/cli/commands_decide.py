@@ -135,6 +135,9 @@ def compare_command(
     features: Path = typer.Option(
         None, "--features", help="With --calibrate-pairs: feature table (default: datasets/features.parquet)."
     ),
+    raw: bool = typer.Option(
+        False, "--raw", help="The model's own predictions, not projected onto the physics along micro-batch and GPU count."
+    ),
 ) -> None:
     """Configs side by side, with the ratio of times (and costs) to the first and whether one is faster (paired interval)."""
     configs = list(configs or [])
@@ -153,7 +156,7 @@ def compare_command(
     # loaded when the command runs (CLI start-up)
     from perfmodel.decide.compare import compare
 
-    result = compare(configs, variants=variant, request=request)
+    result = compare(configs, variants=variant, request=request, physics=not raw)
     if plot is not None:
         # loaded when the command runs (CLI start-up)
         from perfmodel.decide.plot import plot_compare
@@ -223,6 +226,9 @@ def advise_command(
     choose: str = typer.Option(
         "fastest", "--choose", help="With --write: the fastest or the cheapest option (the first of its ranking)."
     ),
+    raw: bool = typer.Option(
+        False, "--raw", help="The model's own predictions, not projected onto the physics along micro-batch and GPU count."
+    ),
 ) -> None:
     """Search precision, micro-batch, checkpointing, strategy, GPU type and count; rank what fits the deadline and budget by time and by cost."""
     if choose not in ("fastest", "cheapest"):
@@ -239,6 +245,7 @@ def advise_command(
         max_gpus=max_gpus,
         conservative=conservative,
         top=top,
+        physics=not raw,
     )
     if write is not None:
         # loaded when the command runs (CLI start-up)

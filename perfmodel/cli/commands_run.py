@@ -182,10 +182,22 @@ def monitor_command(
     json_out: Annotated[
         bool, Opt("--json", help="Machine-readable output (one JSON document per report).")
     ] = False,
+    verbose: Annotated[
+        bool,
+        Opt(
+            "--verbose",
+            "-v",
+            help="With --follow: the full report at every read, not one line of at most 100 characters "
+            "(also PERFMODEL_VERBOSE=1).",
+        ),
+    ] = False,
 ) -> None:
     """ETA, warm-up, stable-phase statistics and bottleneck hints of a run from its files."""
     # loaded when the command runs (CLI start-up)
+    from perfmodel.monitor.report import format_short, resolve_verbose
     from perfmodel.monitor.watch import follow_path, monitor_path
+
+    detail = resolve_verbose(True if verbose else None)
 
     kwargs: dict[str, Any] = {
         "config": config,
@@ -195,12 +207,19 @@ def monitor_command(
         "model_dir": model_dir,
     }
     reports = follow_path(path, interval_s=interval_s, **kwargs) if follow else [monitor_path(path, **kwargs)]
+    shown: set[str] = set()
     for report in reports:
         if json_out:
             # loaded when the command runs (CLI start-up)
             from perfmodel.cli._common import _json_default
 
             print(json.dumps(report.to_json(), default=_json_default), flush=True)
+        elif follow and not detail:  # a live view: one line a read, the hints once each
+            print(format_short(report.snapshot), flush=True)
+            for hint in report.snapshot.hints:
+                if hint not in shown:
+                    shown.add(hint)
+                    print(f"[perfmodel] hint: {hint}", flush=True)
         else:
             _render_monitor(report, _common.stdout_console())
 
@@ -435,15 +454,32 @@ def _render_runs(summaries: list[Any], confidence: float, console: Any) -> None:
 
 
 def validate_command(
-    config: Annotated[
-        Path, typer.Argument(help="A Ludwig config (YAML) to run for real, on part of its data.")
-    ],
-    dataset: Annotated[Path, Opt("--dataset", "-d", help="The CSV the config trains on (the full data).")],
+    args: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            help="A Ludwig config (YAML) to run for real on part of its data; with --trainer, the script's own "
+            "arguments (after --).",
+            show_default=False,
+        ),
+    ] = None,
+    trainer: Annotated[
+        Optional[Path],
+        Opt(
+            "--trainer",
+            help="A Hugging Face Trainer script, run as `python SCRIPT ARGS` would: its first Trainer.train() trains "
+            "--steps (default: --fraction of its steps), then stops.",
+        ),
+    ] = None,
+    dataset: Annotated[
+        Optional[Path], Opt("--dataset", "-d", help="Ludwig: the CSV the config trains on (the full data).")
+    ] = None,
     fraction: Annotated[
-        float, Opt("--fraction", min=0.0, max=1.0, help="Share of the training rows the partial run uses.")
+        float,
+        Opt("--fraction", min=0.0, max=1.0, help="Share of the training rows (Ludwig) or steps (--trainer) of the partial run."),
     ] = 0.1,
     steps: Annotated[
-        Optional[int], Opt("--steps", min=1, help="Instead of a fraction: train N steps on all of the data.")
+        Optional[int],
+        Opt("--steps", "--max-steps", min=1, help="Instead of a fraction: the partial run trains N steps (max_steps)."),
     ] = None,
     check_full: Annotated[
         bool, Opt("--check-full", help="Then train the full run too and report the extrapolation's error.")
@@ -462,28 +498,55 @@ def validate_command(
     ] = None,
     json_out: Annotated[bool, Opt("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Run the config on a fraction of its data (or N steps) with real Ludwig, then extrapolate to
-    the full run: start-up, preprocessing, warm-up, stable steps, evaluation and checkpoints."""
-    # loaded when the command runs (CLI start-up)
-    from perfmodel.run.validate import validate_ludwig
-
+    """Run the config on a fraction of its data (or N steps) with real Ludwig, or a Hugging Face Trainer
+    script for N steps, then extrapolate to the full run: start-up, warm-up, stable steps, evaluation
+    and checkpoints."""
     if not 0.5 <= confidence < 1:
         _common.fail(f"--confidence must be in [0.5, 1); got {confidence}", code=2)
     if steps is None and not 0 < fraction < 1:
         _common.fail(f"--fraction must be in (0, 1); got {fraction}", code=2)
-    with _common.stderr_console().status(
-        "training the partial run with Ludwig (then --check-full: the full run)"
-    ):
-        result = validate_ludwig(
-            config,
-            dataset=dataset,
-            fraction=None if steps is not None else fraction,
+    rest = list(args or [])
+    if trainer is not None:
+        if dataset is not None or ludwig_python is not None:
+            _common.fail("--dataset and --ludwig-python are for a Ludwig config, not --trainer", code=2)
+        # loaded when the command runs (CLI start-up; it imports transformers)
+        from perfmodel.run.trainer_script import validate_trainer_script
+
+        result = validate_trainer_script(
+            trainer,
+            rest,
             steps=steps,
+            fraction=None if steps is not None else fraction,
+            check_full=check_full,
             confidence=confidence,
             host_noise=host_noise,
-            check_full=check_full,
-            python=ludwig_python,
+            live_eta=True,
         )
+    else:
+        if len(rest) != 1:
+            _common.fail(
+                "give one Ludwig config (perfmodel validate CONFIG --dataset DATA.csv), or a Trainer script "
+                "(perfmodel validate --trainer train.py [-- ARGS])",
+                code=2,
+            )
+        if dataset is None:
+            _common.fail("a Ludwig config needs --dataset DATA.csv (the full data)", code=2)
+        # loaded when the command runs (CLI start-up)
+        from perfmodel.run.validate import validate_ludwig
+
+        with _common.stderr_console().status(
+            "training the partial run with Ludwig (then --check-full: the full run)"
+        ):
+            result = validate_ludwig(
+                Path(rest[0]),
+                dataset=dataset,
+                fraction=None if steps is not None else fraction,
+                steps=steps,
+                confidence=confidence,
+                host_noise=host_noise,
+                check_full=check_full,
+                python=ludwig_python,
+            )
     if json_out:
         _common.print_json(result.to_json())
     else:

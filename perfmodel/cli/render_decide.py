@@ -195,7 +195,8 @@ def render_sweep(result: Any, console: Any) -> None:
     if any(p.adjusted for p in result.points):
         console.print(
             "[dim]‡ moved to obey the physics along a key (a larger micro-batch or more data-parallel GPUs never "
-            "take longer; ddp never scales better than linearly): see --json adjusted, --raw for the model's own[/dim]"
+            "take longer; ddp scales no better than the communication model allows): see --json adjusted, --raw for the "
+            "model's own[/dim]"
         )
 
 
@@ -255,6 +256,9 @@ def render_compare(result: Any, console: Any) -> None:
     console.print(FitWidth(*(_compare_table(result, **layout) for layout in LAYOUTS[:3])))
     for line in result.verdicts():
         console.print(escape(line))
+    for r in runs:
+        if r.adjusted:
+            console.print(f"[dim]‡ {escape(r.label)}: {escape(r.adjusted)} (--raw: the model's own)[/dim]")
     kinds = sorted({r.time_ratio.kind for r in runs[1:] if r.time_ratio.kind})
     rhos = ", ".join(
         f"{k} rho={next(r.time_ratio.rho for r in runs[1:] if r.time_ratio.kind == k):.2f}" for k in kinds
@@ -306,6 +310,8 @@ def render_advice(result: Any, console: Any) -> None:
             ok = "[red]does not fit in memory[/red]"
         console.print(f"now: {escape(result.current.label)} — {ok}")
         console.print(f"     {_join(_time(o.total_time_s))}, {_join(_usd(o.cost_usd))}, {_join(_memory(o))}")
+        if result.current.adjusted:
+            console.print(f"     [dim]‡ {escape(result.current.adjusted)}[/dim]")
     console.print(
         f"[dim]searched {result.searched} combinations: {result.fitting} fit, {result.meeting} pass the screen, "
         f"{result.predicted} predicted in full[/dim]"
@@ -334,6 +340,8 @@ def render_advice(result: Any, console: Any) -> None:
                 console.print("    [yellow]tight: the memory interval's high end does not fit[/yellow]")
             if opt.vs_current is not None:
                 console.print(f"    [dim]{escape(opt.verdict_vs_current(result.confidence_level))}[/dim]")
+            if opt.adjusted:
+                console.print(f"    [dim]‡ {escape(opt.adjusted)}[/dim]")
             for c in opt.changes:
                 old = escape(_value(c.old)) if c.old is not None else "unset"
                 flag = f"  [dim](perfmodel {escape(c.flag)})[/dim]" if c.flag else ""

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.analytic.fit_verdict import verdict_of
 from perfmodel.catalog import get_gpu, resolve_gpu_key
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.compare import Ratio, paired_ratio, verdict
 from perfmodel.decide.express import current_value, express, flag_text
 from perfmodel.decide.outcome import Outcome
+from perfmodel.decide.physics import Consistent, consistent, model_own
 from perfmodel.decide.screen import screen
 from perfmodel.decide.search import (
     DEFAULT_GPUS,
@@ -32,7 +34,7 @@ from perfmodel.decide.search import (
     native_diff,
 )
 from perfmodel.errors import ConfigError, PerfModelError
-from perfmodel.prediction import predict, predictor_options
+from perfmodel.prediction import predictor_options
 from perfmodel.request import ConfigInput, RunRequest
 from perfmodel.workload import Workload
 
@@ -81,6 +83,9 @@ class Option:
     """Fits by the estimate, but the memory interval's high end does not."""
     vs_current: Ratio | None = None
     """This option's time / the current config's, paired (`perfmodel.decide.compare.paired_ratio`)."""
+    adjusted: str = ""
+    """Why the prediction was moved to obey the physics along micro-batch and GPU count
+    (perfmodel/decide/physics.py); '' when it was not."""
 
     def verdict_vs_current(self, confidence: float) -> str:
         """Whether this option is faster than the config as it is, by the paired interval."""
@@ -96,6 +101,7 @@ class Option:
             "meets_constraints": self.meets_constraints,
             "tight_memory": self.tight_memory,
             "time_ratio_to_current": self.vs_current.to_json() if self.vs_current else None,
+            "adjusted": self.adjusted or None,
             **self.outcome.to_json(),
         }
 
@@ -196,13 +202,18 @@ def _meets(o: Outcome, deadline_s: float | None, budget_usd: float | None, conse
     return _within(o.total_time_s.estimate, cost, deadline_s, budget_usd)
 
 
-def _option(
-    source: ConfigSource,
-    base: Workload,
-    native: dict[str, Any],
-    options: dict[str, Any],
-    constraints: tuple[float | None, float | None, bool],
-) -> Option | None:
+@dataclass(frozen=True, kw_only=True)
+class _Candidate:
+    """An option written in the config's dialect, before it is predicted."""
+
+    workload: Workload
+    changes: tuple[KeyChange, ...]
+    realized: dict[str, Any]
+
+
+def _candidate(source: ConfigSource, base: Workload, native: dict[str, Any]) -> _Candidate | None:
+    """The option as the config's own keys give it; None when they cannot (the dialect's keys did
+    not give the intended run)."""
     expressed = express(native, source, base.parallel.num_gpus, base.parallel.strategy)
     if expressed is None:
         return None
@@ -211,21 +222,27 @@ def _option(
     realized = native_diff(base, w)
     extra = set(realized) - set(native) - set(CONSEQUENCES)
     if extra or any(realized.get(k) != v for k, v in native.items()):
-        return None  # the dialect's keys did not give the intended run
-    pred = predict(w, **options)
-    outcome = Outcome.of(pred)
+        return None
     changes = [KeyChange(key=k, old=current_value(source, k), new=v) for k, v in config_changes.items()]
     changes += [
         KeyChange(key=k, old=current_value(source, k), new=v, flag=flag_text(k, v)) for k, v in flags.items()
     ]
     changes = [c for c in changes if c.old != c.new]  # e.g. backend.type: ray stays ray
+    return _Candidate(workload=w, changes=tuple(changes), realized=realized)
+
+
+def _option(
+    candidate: _Candidate, predicted: Consistent, constraints: tuple[float | None, float | None, bool]
+) -> Option:
+    outcome = predicted.outcome
     return Option(
-        label=describe(w),
-        changes=tuple(changes),
-        native_changes=realized,
+        label=describe(candidate.workload),
+        changes=candidate.changes,
+        native_changes=candidate.realized,
         outcome=outcome,
         meets_constraints=_meets(outcome, *constraints),
         tight_memory=outcome.tight,
+        adjusted=predicted.why,
     )
 
 
@@ -239,11 +256,13 @@ def advise(
     max_gpus: int = DEFAULT_MAX_GPUS,
     conservative: bool = False,
     top: int = 5,
+    physics: bool = True,
     **options: Any,
 ) -> Advice:
     """Search how to run `config` and rank the options that fit and meet the deadline (total time,
     s) and budget (USD): fastest first and cheapest first, `top` of each. With `conservative`, the
-    constraints apply to the intervals' high ends. `options` are a run request's
+    constraints apply to the intervals' high ends. With `physics` (the default) every number is
+    `perfmodel.decide.physics.consistent`'s, the answer `sweep` and `compare` give for that run. `options` are a run request's
     (`perfmodel.request.RunRequest.of`: overrides, tokens, rows, price_per_gpu_hour, confidence, ...)."""
     for name, value in (("--deadline", deadline_s), ("--budget", budget_usd)):
         if value is not None and not value > 0:
@@ -286,7 +305,7 @@ def advise(
     inf = float("inf")
     priced = [s.cost_usd for _, s in passing if s.cost_usd is not None]
     screen_limit = FASTEST_COST_FACTOR * min(priced) if budget_usd is None and priced else inf
-    tried: dict[int, Option | None] = {}
+    tried: dict[int, _Candidate | None] = {}
     refused: dict[str, int] = {}
     for by_time_rank, rank in (
         (True, lambda item: item[1].total_time_s),
@@ -300,17 +319,22 @@ def advise(
                 break
             if id(native) not in tried:
                 try:
-                    option = _option(source, base, native, predictor, constraints)
+                    candidate = _candidate(source, base, native)
                 except PerfModelError as exc:  # e.g. Ludwig refuses the keys that would express it
-                    option = None
+                    candidate = None
                     reason = str(exc).splitlines()[0]
                     refused[reason] = refused.get(reason, 0) + 1
-                tried[id(native)] = option if option is not None and option.outcome.fits_in_memory else None
+                fits = candidate is not None and verdict_of(candidate.workload).fits  # predict's verdict
+                tried[id(native)] = candidate if fits else None
             kept += tried[id(native)] is not None
-    found: list[Option] = [o for o in tried.values() if o is not None]
+    shortlist: list[_Candidate] = [c for c in tried.values() if c is not None]
     for reason, count in refused.items():
         notes.append(f"{count} option(s) the screen passed were refused when written as the config: {reason}")
-    current_pred = Outcome.of(predict(base, **predictor))
+    # one batch for the shortlist and the config as it is, each on its canonical lines (physics.py)
+    predicted = (consistent if physics else model_own)([base, *(c.workload for c in shortlist)], **predictor)
+    found = [_option(c, p, constraints) for c, p in zip(shortlist, predicted[1:], strict=True)]
+    found = [o for o in found if o.outcome.fits_in_memory]
+    current_pred = predicted[0].outcome
     current = Option(
         label=describe(base),
         changes=(),
@@ -318,6 +342,7 @@ def advise(
         outcome=current_pred,
         meets_constraints=_meets(current_pred, *constraints),
         tight_memory=current_pred.tight,
+        adjusted=predicted[0].why,
     )
     found = [
         dataclasses.replace(

@@ -27,8 +27,9 @@ from perfmodel.config.native import workload_to_native
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.outcome import Outcome
 from perfmodel.decide.pairs import SAME_STEP, kind_of_keys, load_correlations, paired_half_width
+from perfmodel.decide.physics import consistent, model_own
 from perfmodel.errors import ConfigError
-from perfmodel.prediction import predict, predictor_options
+from perfmodel.prediction import predictor_options
 from perfmodel.request import ConfigInput, RunRequest
 
 RATIO_METHOD = (
@@ -128,12 +129,16 @@ class ComparedRun:
     """total time / the first config's total time."""
     cost_ratio: Ratio | None
     """cost / the first config's cost (None without both prices)."""
+    adjusted: str = ""
+    """Why the prediction was moved to obey the physics along micro-batch and GPU count
+    (perfmodel/decide/physics.py); '' when it was not."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,
             "time_ratio": self.time_ratio.to_json(),
             "cost_ratio": self.cost_ratio.to_json() if self.cost_ratio else None,
+            "adjusted": self.adjusted or None,
             **self.outcome.to_json(),
         }
 
@@ -203,11 +208,15 @@ def compare(
     *,
     variants: Sequence[Mapping[str, Any] | str] = (),
     request: RunRequest | None = None,
+    physics: bool = True,
     **options: Any,
 ) -> Comparison:
     """Predict each config (the same options applied to all: `request`'s, and a run request's
     keywords, `perfmodel.request.RunRequest.of`), then each variant of the first config (a few
-    keys changed, native or Ludwig keys as in `sweep`), and compare them with the first."""
+    keys changed, native or Ludwig keys as in `sweep`), and compare them with the first. With
+    `physics` each prediction is `perfmodel.decide.physics.consistent`'s (monotone along the
+    micro-batch and the data-parallel GPU count, ddp within the communication model's bound: the
+    answer `sweep` and `advise` give for the same run); without, the model's own."""
     request = RunRequest.of(request, **options)
     changes = [parse_variant(v) if isinstance(v, str) else dict(v) for v in variants]
     if not configs or len(configs) + len(changes) < 2:
@@ -226,10 +235,10 @@ def compare(
         label = ", ".join(f"{k}={v}" for k, v in change.items())
         workloads.append((label, first.workload(change)))
     predictor = predictor_options(request)
+    predicted = (consistent if physics else model_own)([w for _, w in workloads], **predictor)
     entries = []
-    for label, w in workloads:
-        outcome = Outcome.of(predict(w, **predictor))
-        entries.append((label, outcome, flatten(workload_to_native(w))))
+    for (label, w), c in zip(workloads, predicted, strict=True):
+        entries.append((label, c.outcome, flatten(workload_to_native(w)), c.why))
     labels = [e[0] for e in entries]
     if len(set(labels)) < len(labels):
         labels = [f"{lab} (#{i + 1})" for i, lab in enumerate(labels)]
@@ -252,7 +261,8 @@ def compare(
                                                       request.confidence)
         runs.append(
             ComparedRun(
-                label=label, outcome=outcome, resolved=resolved, time_ratio=time_ratio, cost_ratio=cost
+                label=label, outcome=outcome, resolved=resolved, time_ratio=time_ratio, cost_ratio=cost,
+                adjusted=entries[i][3],
             )
         )
     keys = sorted({k for r in runs for k in r.resolved})

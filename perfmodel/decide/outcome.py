@@ -91,6 +91,18 @@ class Outcome:
     """The device total per GPU (what the verdict compares), GB."""
     memory_verdict: str = ""
     """fits, tight or does not fit (perfmodel.analytic.fit_verdict)."""
+    comm_s: float = 0.0
+    """The analytic model's communication per step if nothing overlapped, s (not in `to_json`)."""
+    comm_exposed_s: float = 0.0
+    """The part of it the analytic model cannot hide behind compute, s (not in `to_json`)."""
+    bound_step_s: float = 0.0
+    """The analytic step time the learned correction multiplies, s (not in `to_json`)."""
+    model_step_s: float = 0.0
+    """The model's own step time, s, kept when the physics moves the prediction (not in `to_json`)."""
+    model_kind: str = ""
+    """'learned' or 'analytic' (not in `to_json`)."""
+    model_version: str = ""
+    """Version of the model that predicted it (not in `to_json`)."""
 
     @property
     def tight(self) -> bool:
@@ -100,6 +112,7 @@ class Outcome:
     @classmethod
     def of(cls, pred: PredictedRun) -> Outcome:
         price = getattr(pred, "price", None)
+        analytic = getattr(pred, "analytic", None)
         return cls(
             total_time_s=pred.total_time_s,
             step_time_s=pred.step_time_s,
@@ -120,6 +133,12 @@ class Outcome:
             warnings=pred.warnings,
             device_memory_gb=getattr(pred, "device_memory_gb", None),
             memory_verdict=_verdict_name(getattr(pred, "memory_verdict", None)),
+            comm_s=float(getattr(analytic, "t_comm_s", 0.0) or 0.0),
+            comm_exposed_s=float(getattr(analytic, "t_comm_exposed_s", 0.0) or 0.0),
+            bound_step_s=float(getattr(analytic, "t_bound_s", 0.0) or 0.0),
+            model_step_s=float(pred.step_time_s.estimate),
+            model_kind=str(getattr(pred, "model_kind", "") or ""),
+            model_version=str(getattr(pred, "model_version", "") or ""),
         )
 
     @property

@@ -12,7 +12,6 @@ instead of stopping the sweep. The learned model is loaded once per process.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import itertools
 from collections.abc import Mapping, Sequence
@@ -24,7 +23,7 @@ from perfmodel.config.overrides import parse_value
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.compare import Ratio, changed_keys, flatten, paired_ratio, verdict
 from perfmodel.decide.outcome import Outcome
-from perfmodel.decide.physics import project
+from perfmodel.decide.physics import Consistent, consistent_each
 from perfmodel.errors import ConfigError, PerfModelError, quote
 from perfmodel.prediction import predict_many, predictor_options
 from perfmodel.request import ConfigInput, RunRequest
@@ -206,8 +205,10 @@ def sweep(
     """Predict `config` at every combination of `vary` (key -> values, or 'KEY=V1,V2' strings);
     `options` are a run request's (`perfmodel.request.RunRequest.of`: overrides, tokens, rows,
     dataset, price_per_gpu_hour, confidence, model_dir, use_learned, ...), applied to every point.
-    With `physics`, predictions along the micro-batch and the data-parallel GPU count are projected
-    onto the rules of `perfmodel.decide.physics` (each moved point says so in `adjusted`)."""
+    With `physics`, every point is predicted through `perfmodel.decide.physics.consistent_each`:
+    monotone along the micro-batch and the data-parallel GPU count, ddp within the communication
+    model's scaling bound (each moved point says so in `adjusted`), the same answer `compare` and
+    `advise` give for that run."""
     request = RunRequest.of(config, **options)
     varied = _varied(vary)
     source = ConfigSource.of(request)
@@ -225,15 +226,11 @@ def sweep(
             resolved.append((values, None, str(exc).splitlines()[0]))
     predictor = predictor_options(request)
     workloads = [w for _, w, _ in resolved if w is not None]
-    try:
-        batch: list[Any] = list(predict_many(workloads, **predictor))
-    except PerfModelError:  # one point cannot be predicted: predict them one by one to say which
-        batch = []
-        for w in workloads:
-            try:
-                batch.append(predict_many([w], **predictor)[0])
-            except PerfModelError as exc:
-                batch.append(str(exc).splitlines()[0])
+    batch: list[Any]
+    if physics:  # every point on its own canonical lines (perfmodel/decide/physics.py)
+        batch = list(consistent_each(workloads, **predictor))
+    else:
+        batch = [Consistent(outcome=o, raw=o) if not isinstance(o, str) else o for o in _raw(workloads, predictor)]
     predictions = iter(batch)
     points = []
     kind, version = "analytic", ""
@@ -242,16 +239,11 @@ def sweep(
         if isinstance(pred, str) or pred is None:
             points.append(SweepPoint(values=values, outcome=None, error=pred))
             continue
-        kind, version = pred.model_kind, pred.model_version
+        kind, version = pred.outcome.model_kind, pred.outcome.model_version
         points.append(
-            SweepPoint(values=values, outcome=Outcome.of(pred), resolved=flatten(workload_to_native(workload)))
+            SweepPoint(values=values, outcome=pred.outcome, resolved=flatten(workload_to_native(workload)),
+                       adjusted=pred.why)
         )
-    if physics:
-        moved = project(varied, points, lambda p: p.resolved)
-        points = [
-            dataclasses.replace(p, outcome=moved[i][0], adjusted=moved[i][1]) if i in moved else p
-            for i, p in enumerate(points)
-        ]
     if all(p.outcome is None for p in points):
         raise ConfigError(f"no point of the sweep could be predicted; the first error: {points[0].error}")
     return SweepResult(
@@ -263,6 +255,21 @@ def sweep(
         model_kind=kind,
         model_version=version,
     )
+
+
+def _raw(workloads: Sequence[Any], predictor: dict[str, Any]) -> list[Outcome | str]:
+    """The model's own predictions (no physics), one batch; a point that cannot be predicted keeps
+    the first line of its error."""
+    try:
+        return [Outcome.of(p) for p in predict_many(workloads, **predictor)]
+    except PerfModelError:  # predict them one by one to say which
+        out: list[Outcome | str] = []
+        for w in workloads:
+            try:
+                out.append(Outcome.of(predict_many([w], **predictor)[0]))
+            except PerfModelError as exc:
+                out.append(str(exc).splitlines()[0])
+        return out
 
 
 def _varied(vary: Mapping[str, Sequence[Any]] | Sequence[str]) -> dict[str, list[Any]]:

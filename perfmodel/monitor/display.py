@@ -18,6 +18,7 @@ from perfmodel.monitor.report import (
     active_mlflow_run,
     format_line,
     format_postfix,
+    resolve_verbose,
     tqdm_writer,
 )
 
@@ -43,8 +44,8 @@ def find_bar(total: int | None) -> Any:
 class BarReporter:
     """Reports into the progress bar of `total` steps when there is one (see the module doc)."""
 
-    def __init__(self, stream: TextIO | None = None, *, verbose: bool = False) -> None:
-        self.verbose = verbose
+    def __init__(self, stream: TextIO | None = None, *, verbose: bool | None = None) -> None:
+        self.verbose = resolve_verbose(verbose)
         self.console = ConsoleReporter(stream, verbose=verbose, write=tqdm_writer(stream))
         self.mlflow = MlflowReporter()
         self.bar: Any = None

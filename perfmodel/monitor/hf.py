@@ -85,7 +85,8 @@ class PerfmodelCallback(TrainerCallback):  # type: ignore[misc]
     confidence, clock, sampler, reporter, report_every_s, record_path, ...); `seq_len` sizes the
     automatic prior; `record=False` writes no run record. By default the ETA is a postfix on the
     Trainer's own progress bar (perfmodel.monitor.display.BarReporter; one line of at most 100
-    characters through tqdm.write with disable_tqdm); `verbose=True` adds the detail lines."""
+    characters through tqdm.write with disable_tqdm); `verbose=True` adds the detail lines (None:
+    the PERFMODEL_VERBOSE environment variable, perfmodel.monitor.report.resolve_verbose)."""
 
     def __init__(
         self,
@@ -93,7 +94,7 @@ class PerfmodelCallback(TrainerCallback):  # type: ignore[misc]
         *,
         seq_len: int | None = None,
         record: bool = True,
-        verbose: bool = False,
+        verbose: bool | None = None,
         **session: Any,
     ) -> None:
         self.seq_len = seq_len

@@ -96,10 +96,10 @@ class PerfmodelLudwigCallback(_LudwigCallback):  # type: ignore[misc,valid-type]
     `MonitorSession` (config, prediction, prior, confidence, clock, sampler, reporter, ...); the
     config defaults to the one Ludwig trains. `record=False` writes no run record. Reports are one
     line of at most 100 characters written with tqdm.write, above Ludwig's own tqdm bar (the
-    detail with `verbose=True`)."""
+    detail with `verbose=True`; None: the PERFMODEL_VERBOSE environment variable)."""
 
     def __init__(
-        self, config: Any = None, *, record: bool = True, verbose: bool = False, **session: Any
+        self, config: Any = None, *, record: bool = True, verbose: bool | None = None, **session: Any
     ) -> None:
         self.record = record
         self._record_path = session.pop("record_path", None)

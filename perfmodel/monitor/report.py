@@ -15,12 +15,14 @@ mlflow, so the check never imports it. Metric keys carry their unit (STYLE.md):
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from perfmodel.errors import ConfigError
 from perfmodel.monitor.core import EtaSnapshot
 from perfmodel.tracking import import_mlflow
 
@@ -77,6 +79,25 @@ def format_line(snap: EtaSnapshot) -> str:
 
 SHORT_WIDTH = 100
 """Characters of the default one-line report (the detail is `format_line`, under verbose=True)."""
+VERBOSE_ENV = "PERFMODEL_VERBOSE"
+"""Environment variable that turns on the detail lines of every live reporter (callbacks, StepTimer,
+`perfmodel monitor --follow`) where the code does not say: 1/true/yes/on, or 0/false/no/off."""
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def resolve_verbose(verbose: bool | None = None) -> bool:
+    """`verbose` when given, else the `PERFMODEL_VERBOSE` environment variable (default off)."""
+    if verbose is not None:
+        return bool(verbose)
+    raw = os.environ.get(VERBOSE_ENV, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigError(
+        f"{VERBOSE_ENV}={os.environ[VERBOSE_ENV]!r}: give 1 (detail lines) or 0 (one line of at most "
+        f"{SHORT_WIDTH} characters), or unset it"
+    )
 
 
 def _fit(text: str, width: int) -> str:
@@ -166,10 +187,10 @@ class ConsoleReporter:
     `verbose`."""
 
     def __init__(
-        self, stream: TextIO | None = None, *, verbose: bool = False, write: Write | None = None
+        self, stream: TextIO | None = None, *, verbose: bool | None = None, write: Write | None = None
     ) -> None:
         self.stream = stream
-        self.verbose = verbose
+        self.verbose = resolve_verbose(verbose)
         self.write = write or tqdm_writer(stream)
         self._hints: set[str] = set()
 
@@ -263,7 +284,7 @@ class MlflowReporter:
 class AutoReporter:
     """MLflow when a run is active at report time, else the console line."""
 
-    def __init__(self, stream: TextIO | None = None, *, verbose: bool = False) -> None:
+    def __init__(self, stream: TextIO | None = None, *, verbose: bool | None = None) -> None:
         self.console = ConsoleReporter(stream, verbose=verbose)
         self.mlflow = MlflowReporter()
 

@@ -41,7 +41,8 @@ class MonitorSession:
     `prior` give the starting prediction; `sampler=None` reads the host with psutil/NVML (pass
     False for none); `reporter=None` reports to the active MLflow run or stderr; `record_path`
     (a file or folder) receives the run record at `end`; `verbose` gives the default reporter's
-    detail lines instead of one line of at most 100 characters. Once the prior's config is known,
+    detail lines instead of one line of at most 100 characters (None: the PERFMODEL_VERBOSE
+    environment variable). Once the prior's config is known,
     the largest micro-batch that fits by perfmodel's memory model is worked out for the batch hint."""
 
     def __init__(
@@ -62,7 +63,7 @@ class MonitorSession:
         record_path: str | Path | None = None,
         model_dir: str | Path | None = None,
         framework: str | None = None,
-        verbose: bool = False,
+        verbose: bool | None = None,
     ) -> None:
         self.source = source
         self.confidence = confidence
