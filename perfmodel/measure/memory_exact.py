@@ -97,7 +97,7 @@ def exact_memory(w: Workload, analytic: MemoryBreakdown, progress: Progress | No
         raise UnsupportedError(f"--memory exact: the FakeTensor oracle cannot run this config: {reason}; {HINT}")
     say(
         f"memory: running one training step of {w.model.name or 'the model'} under FakeTensorMode on the CPU "
-        "(no real memory is used; about 10-20 s for a 7B model on 2 cores)..."
+        "(no real memory is used; tens of seconds for a 7B model on 2 cores)..."
     )
     with _heartbeat(say, started):
         try:
