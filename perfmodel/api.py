@@ -15,7 +15,8 @@ the HTTP API and Python alike.
 `os.PathLike`), or a `perfmodel.request.RunRequest`. A `str` is a path when it has no line break
 and names an existing file or ends in .yaml, .yml or .json; any other `str` is YAML text. The
 options are the CLI's (`perfmodel.request.OPTIONS`: gpu, num_gpus, tokens, rows, dataset, set,
-price_per_gpu_hour, confidence, analytic or use_learned, model_dir, model_uri) and dotted-keyword
+price_per_gpu_hour, confidence, analytic or use_learned, model_dir, model_uri; `predict` also
+memory="exact": the FakeTensor oracle's peak memory, docs/memory.md) and dotted-keyword
 changes; precedence is the CLI's: the config, then the `set` / dotted-keyword changes (native
 keys, as `--set`), then `gpu` / `num_gpus`, then the amount of data (`tokens`, `rows` or
 `dataset`, at most one). Relative paths in options are relative to the current directory.
@@ -33,6 +34,7 @@ from perfmodel.catalog import get_model, model_entry, model_names
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.fit import FitReport, suggest_fits
 from perfmodel.errors import ConfigError
+from perfmodel.measure.memory_exact import Progress
 from perfmodel.prediction import PredictedRun, predict_request, predictor_options
 from perfmodel.prediction import predict as predict_workload
 from perfmodel.request import ConfigInput, RunRequest
@@ -67,6 +69,8 @@ def predict(config: ConfigInput | RunRequest = None, /, **options: Any) -> Predi
     confidence: interval level in [0.5, 1). model_dir: a learned model folder (default: the
         shipped models/), or model_uri: a registered one; use_learned=False (or analytic=True):
         the analytic model only.
+    memory: "analytic" (default) or "exact": the allocated peak counted by running one training
+        step under PyTorch's FakeTensorMode on the CPU (seconds; UnsupportedError where it cannot).
 
     Returns `perfmodel.prediction.PredictedRun`; `.to_json()` is the `predict --json` contract
     without `fit_suggestions` (`predict_document` adds them).
@@ -74,14 +78,19 @@ def predict(config: ConfigInput | RunRequest = None, /, **options: Any) -> Predi
     return predict_request(request_of(config, **options))
 
 
-def predict_with_fits(request: RunRequest) -> tuple[PredictedRun, FitReport | None]:
+def predict_with_fits(
+    request: RunRequest, progress: Progress | None = None
+) -> tuple[PredictedRun, FitReport | None]:
     """The prediction of a request and, when it does not fit in memory, what would (each
-    suggestion predicted, and written in a Ludwig config's own keys for a Ludwig config)."""
+    suggestion predicted, and written in a Ludwig config's own keys for a Ludwig config).
+    With `request.memory == "exact"` the verdict is the oracle's (`progress` gets its lines) and
+    the suggestions are sized by the analytic model anchored to it (`suggest_fits(memory_scale=)`)."""
     source = ConfigSource.of(request)
     workload = source.base()
-    options = predictor_options(request)
-    run = predict_workload(workload, **options)
-    fits = None if run.fits_in_memory else suggest_fits(workload, source=source, **options)
+    options = predictor_options(request, memory_ok=True)
+    run = predict_workload(workload, **options, memory=request.memory, progress=progress)
+    scale = run.memory_exact.scale if run.memory_exact is not None else 1.0
+    fits = None if run.fits_in_memory else suggest_fits(workload, source=source, memory_scale=scale, **options)
     return run, fits
 
 

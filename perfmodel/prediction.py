@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel import __version__
-from perfmodel.analytic import AnalyticEstimate, estimate
+from perfmodel.analytic import AnalyticEstimate, estimate, peak_memory
 from perfmodel.analytic.fit_verdict import FitVerdict, fit_verdict
-from perfmodel.analytic.memory import MemoryBreakdown
+from perfmodel.analytic.memory import MemoryBreakdown, scaled
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
 from perfmodel.calibration.apply import (
     Adjustment,
@@ -34,13 +34,14 @@ from perfmodel.calibration.record import Calibration, apply_ceilings, load_store
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
 from perfmodel.codec import workload_from_row
 from perfmodel.config.source import resolve_workload
-from perfmodel.errors import ConfigError
+from perfmodel.errors import ConfigError, quote
 from perfmodel.interval import Interval, floored
 from perfmodel.learn.model_files import METADATA_FILE, MODEL_FILE
 from perfmodel.learn.registry import registered_model_dir
 from perfmodel.learn.shipped import Correction, Corrector, learned_step_interval, load_shipped_model
+from perfmodel.measure.memory_exact import ExactMemory, Progress, exact_memory
 from perfmodel.paths import model_dir as default_model_dir
-from perfmodel.request import RunRequest
+from perfmodel.request import MEMORY_METHODS, RunRequest
 from perfmodel.workload import GPUSpec, Workload
 
 WARNING_PREFIX = "warning: "
@@ -88,12 +89,22 @@ class PredictedRun:
     """The price per GPU-hour used, or None."""
     calibration: Adjustment | None = None
     """What a calibration of the hardware did to the step time (perfmodel.calibration), or None."""
+    memory_breakdown: MemoryBreakdown | None = None
+    """The memory estimate the memory numbers come from (None: `analytic.memory`)."""
+    memory_exact: ExactMemory | None = None
+    """The FakeTensor oracle's count (`predict(..., memory="exact")`), or None: analytic."""
+
+    @property
+    def memory_method(self) -> str:
+        """Where the memory numbers come from: 'exact' (the FakeTensor oracle) or 'analytic'."""
+        return "exact" if self.memory_exact is not None else "analytic"
 
     def to_json(self) -> dict[str, Any]:
-        """The stable `predict --json` contract of DESIGN.md (extended with extra keys)."""
+        """The stable `predict --json` contract of DESIGN.md (extended with extra keys;
+        `memory_method` and `memory_oracle` only with --memory exact: absent means analytic)."""
         w = self.workload
         a = self.analytic
-        m = a.memory
+        m = self.memory_breakdown or a.memory
         return {
             "throughput_tokens_per_s": self.throughput_tokens_per_s.as_dict()
             if self.throughput_tokens_per_s
@@ -161,6 +172,11 @@ class PredictedRun:
             "cost_usd": self.cost_usd.as_dict() if self.cost_usd else None,
             "price_per_gpu_hour": self.price.to_json() if self.price is not None else None,
             **({"calibration": self.calibration.to_json()} if self.calibration is not None else {}),
+            **(
+                {"memory_method": self.memory_method, "memory_oracle": self.memory_exact.to_json()}
+                if self.memory_exact is not None
+                else {}
+            ),
         }
 
 
@@ -243,17 +259,30 @@ def predict(
     model_dir: str | Path | None = None,
     use_learned: bool = True,
     use_calibration: bool = True,
+    memory: str = "analytic",
+    progress: Progress | None = None,
 ) -> PredictedRun:
     """Predict one training run. `model_dir` defaults to the shipped models/ folder;
-    `use_calibration=False` ignores calibrations of the hardware (perfmodel.calibration)."""
+    `use_calibration=False` ignores calibrations of the hardware (perfmodel.calibration).
+    `memory="exact"`: the allocated peak counted by the FakeTensor oracle (perfmodel.measure.
+    memory_exact; seconds of CPU, `progress` gets a line now and then), reserved, device total and
+    verdict from it; an UnsupportedError when the oracle cannot run the workload."""
+    if memory not in MEMORY_METHODS:
+        raise ConfigError(f"--memory must be one of {', '.join(MEMORY_METHODS)}, got {quote(memory)}")
+    exact = exact_memory(workload, peak_memory(workload), progress) if memory == "exact" else None
     return predict_many(
-        [workload], confidence=confidence, model_dir=model_dir, use_learned=use_learned, use_calibration=use_calibration
-    )[0]
+        [workload], confidence=confidence, model_dir=model_dir, use_learned=use_learned,
+        use_calibration=use_calibration, exact=[exact] if exact is not None else None,
+    )[0]  # fmt: skip
 
 
-def predictor_options(request: RunRequest) -> dict[str, Any]:
+def predictor_options(request: RunRequest, *, memory_ok: bool = False) -> dict[str, Any]:
     """The predictor's keywords for a request: `confidence`, `model_dir` (a `model_uri` looked up
-    in the registry, `perfmodel.learn.registry`), `use_learned` and `use_calibration`."""
+    in the registry, `perfmodel.learn.registry`), `use_learned` and `use_calibration`. A request
+    for exact memory is a ConfigError unless `memory_ok` (`predict` takes it; sweeps, comparisons
+    and advice predict many runs with the analytic memory model)."""
+    if request.memory != "analytic" and not memory_ok:
+        raise ConfigError(f"memory={request.memory} (--memory) is for predict only; this command uses the analytic memory model")
     model_dir = request.model_dir
     if request.model_uri is not None:
         if model_dir is not None:
@@ -269,8 +298,8 @@ def predictor_options(request: RunRequest) -> dict[str, Any]:
 
 def predict_request(request: RunRequest) -> PredictedRun:
     """Predict a run request: its Workload (`perfmodel.config.resolve_workload`) with its
-    predictor options."""
-    return predict(resolve_workload(request), **predictor_options(request))
+    predictor options and memory method."""
+    return predict(resolve_workload(request), **predictor_options(request, memory_ok=True), memory=request.memory)
 
 
 def predict_many(
@@ -280,11 +309,15 @@ def predict_many(
     model_dir: str | Path | None = None,
     use_learned: bool = True,
     use_calibration: bool = True,
+    memory_scale: float = 1.0,
+    exact: Sequence[ExactMemory | None] | None = None,
 ) -> list[PredictedRun]:
     """Predict many runs with one call of the learned model (sweeps, advice, planners): the same
     answers as `predict` on each, at a fraction of the cost. A calibration of a workload's hardware
     (`perfmodel.calibration`; this host's first, then its accelerator kind's) is applied unless
-    `use_calibration` is False."""
+    `use_calibration` is False. `memory_scale` multiplies every analytic allocated peak (the fit
+    suggestions of `predict --memory exact`: perfmodel.decide.fit); `exact`, one per workload, the
+    oracle's memory in place of the analytic (`predict(..., memory="exact")` passes it)."""
     if not 0.5 <= confidence < 1.0:
         raise ConfigError(f"--confidence must be in [0.5, 1), got {confidence}")
     cals = _calibrations_for(workloads, model_dir, use_learned) if use_calibration and workloads else {}
@@ -300,9 +333,10 @@ def predict_many(
         workloads[i] = dataclasses.replace(
             workloads[i], assumptions=(*workloads[i].assumptions, adjustments[i].assumption())  # type: ignore[union-attr]
         )
+    exacts = list(exact) if exact is not None else [None] * len(workloads)
     return [
-        _assemble(w, est, corr, learned, confidence, missing, adj)
-        for w, est, corr, adj in zip(workloads, estimates, corrections, adjustments, strict=True)
+        _assemble(w, est, corr, learned, confidence, missing, adj, memory_scale=memory_scale, exact=ex)
+        for w, est, corr, adj, ex in zip(workloads, estimates, corrections, adjustments, exacts, strict=True)
     ]
 
 
@@ -478,7 +512,12 @@ def _assemble(
     confidence: float,
     missing: str,
     calibration: Adjustment | None = None,
+    *,
+    memory_scale: float = 1.0,
+    exact: ExactMemory | None = None,
 ) -> PredictedRun:
+    if exact is not None:
+        workload = dataclasses.replace(workload, assumptions=(*workload.assumptions, exact.assumption()))
     plan = plan_run(workload, est)
     step, step_warnings = _step_interval(est, corr, missing)
     per = plan.batches_per_optimizer_step  # > 1: steps are batches (Ludwig), a step is 1/per optimizer step
@@ -498,8 +537,9 @@ def _assemble(
     price = price_for(workload)
     if price is None:
         warnings.append(no_price_warning(workload))
-    memory = memory_intervals(est.memory)
-    verdict = fit_verdict(est.memory, float(workload.gpu.memory_gb))
+    breakdown = exact.breakdown if exact is not None else scaled(workload, est.memory, memory_scale)
+    memory = memory_intervals(breakdown)
+    verdict = fit_verdict(breakdown, float(workload.gpu.memory_gb))
     warnings.extend(memory_warnings(verdict, workload))
     mfu = None
     if est.flops.model_flops_per_step and est.peak_tflops:
@@ -535,6 +575,8 @@ def _assemble(
         cost_usd=gpu_hours.scaled(price.usd_per_gpu_hour) if price is not None else None,
         price=price,
         calibration=calibration,
+        memory_breakdown=breakdown if breakdown is not est.memory else None,
+        memory_exact=exact,
     )
 
 

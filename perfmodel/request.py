@@ -39,6 +39,8 @@ line break and names an existing file or ends in .yaml, .yml or .json; any other
 Changes = Mapping[str, Any] | Sequence[str] | None
 """`set=`: {"training.micro_batch_size": 16} or ["training.micro_batch_size=16"]."""
 
+MEMORY_METHODS = ("analytic", "exact")
+"""`--memory`: the analytic memory model, or the FakeTensor oracle's count (perfmodel.measure.memory_exact)."""
 PATH_KEYS: tuple[tuple[str, ...], ...] = (("training", "dataset"), ("model", "path"))
 """Native keys whose value is a file (relative: see the module docstring)."""
 
@@ -58,6 +60,11 @@ class Option:
     default: Any = None
     json_name: str = ""
     """Its name in an HTTP request body, where that differs from `name`."""
+    choices: tuple[str, ...] = ()
+    """The values it takes (a `str` option; empty: any)."""
+    shared: bool = True
+    """Whether every command with run options takes it; False: only those that ask for it
+    (`perfmodel.cli._common.run_options(include=...)`), and no HTTP request body."""
 
     @property
     def key(self) -> str:
@@ -93,6 +100,9 @@ OPTIONS: tuple[Option, ...] = (
            help="A registered model instead of --model-dir: models:/perfmodel-throughput@champion or "
            "models:/NAME/VERSION (registry: $MLFLOW_TRACKING_URI; each version is downloaded once into "
            "~/.cache/perfmodel/registry)."),
+    Option(name="memory", flags=("--memory",), kind=str, default="analytic", choices=MEMORY_METHODS, shared=False,
+           help="Peak memory from the analytic model, or exact: counted by running one training step under "
+           "PyTorch's FakeTensorMode on the CPU (seconds; needs torch; one GPU, eager PyTorch)."),
 )  # fmt: skip
 """Every option of a run request, in the order `--help` lists them."""
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
@@ -130,6 +140,8 @@ class RunRequest:
     """Learned model folder (None: the shipped models/)."""
     model_uri: str | None = None
     """A registered model (models:/NAME@ALIAS or models:/NAME/VERSION) instead of `model_dir`."""
+    memory: str = "analytic"
+    """Peak memory from the analytic model or 'exact' (the FakeTensor oracle; `predict` only)."""
 
     @classmethod
     def of(cls, config: ConfigInput | RunRequest = None, /, **options: Any) -> RunRequest:

@@ -124,7 +124,8 @@ def test_every_request_option_is_a_flag_of_predict_and_a_field_of_the_service_wi
         assert all(flag in flags for flag in option.flags), option.name
         assert flags[option.flags[0]].help == option.help
     fields = rq.RunRequest.model_fields
-    served = [o for o in OPTIONS if o.name not in rq.SERVER_OPTIONS]
+    served = [o for o in OPTIONS if o.name not in rq.SERVER_OPTIONS and o.shared]
+    assert "memory" not in fields  # --memory exact runs the oracle (seconds of CPU): predict's, not served
     assert sorted(fields) == sorted(["config", *(o.name for o in served)])
     for option in served:
         assert (fields[option.name].alias or option.name) == option.key

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.analytic import peak_memory
-from perfmodel.analytic.memory import MemoryBreakdown
+from perfmodel.analytic.memory import MemoryBreakdown, scaled
 from perfmodel.workload import Workload
 
 VERDICTS = ("fits", "tight", "does not fit")
@@ -89,6 +89,7 @@ def fit_verdict(memory: MemoryBreakdown, capacity_gb: float) -> FitVerdict:
     return decide(low, estimate, high, capacity_gb)
 
 
-def verdict_of(w: Workload) -> FitVerdict:
-    """The verdict of a workload on its own accelerator (the analytic memory model)."""
-    return fit_verdict(peak_memory(w), float(w.gpu.memory_gb))
+def verdict_of(w: Workload, memory_scale: float = 1.0) -> FitVerdict:
+    """The verdict of a workload on its own accelerator (the analytic memory model; its allocated
+    peak times `memory_scale` when anchored to the oracle: perfmodel.analytic.memory.scaled)."""
+    return fit_verdict(scaled(w, peak_memory(w), memory_scale), float(w.gpu.memory_gb))

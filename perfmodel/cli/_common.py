@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, Literal, NoReturn, Optional
 
 import typer
 
@@ -89,6 +89,12 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def progress_line(line: str) -> None:
+    """One progress line on stderr (results stay alone on stdout)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print the message on stderr (one line, or the lines of a problem list) and exit."""
     sys.stderr.write(f"error: {message}\n")
@@ -150,6 +156,8 @@ def _cli_parameter(option: Option) -> inspect.Parameter:
         kind = list[str]
     else:
         kind = _CLI_TYPES[option.kind]
+    if option.choices:
+        kind = Literal[option.choices]  # Typer checks the value and lists the choices in --help
     default = list(option.default) if option.kind is list else option.default
     return inspect.Parameter(
         option.name,
@@ -159,12 +167,14 @@ def _cli_parameter(option: Option) -> inspect.Parameter:
     )
 
 
-def run_options(*, exclude: tuple[str, ...] = (), needs_config: bool = True) -> Callable[[Any], Any]:
-    """Give a command the run-request options of `perfmodel.request.OPTIONS` (all, or all but
-    `exclude`): the command takes `request: RunRequest` and its own parameters, and Typer sees
-    the options followed by its own parameters. With `needs_config`, a request with neither
-    --config nor --set is a usage error."""
-    options = [o for o in OPTIONS if o.name not in exclude]
+def run_options(
+    *, exclude: tuple[str, ...] = (), include: tuple[str, ...] = (), needs_config: bool = True
+) -> Callable[[Any], Any]:
+    """Give a command the run-request options of `perfmodel.request.OPTIONS` (the shared ones,
+    all but `exclude`, and the unshared ones it names in `include`): the command takes `request:
+    RunRequest` and its own parameters, and Typer sees the options followed by its own
+    parameters. With `needs_config`, a request with neither --config nor --set is a usage error."""
+    options = [o for o in OPTIONS if (o.shared or o.name in include) and o.name not in exclude]
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "request"]

@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
     app.command("predict")(predict_command)
 
 
-@_common.run_options()
+@_common.run_options(include=("memory",))
 def predict_command(
     request: RunRequest,
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output (the stable JSON contract)."),
@@ -25,7 +25,7 @@ def predict_command(
     use_lean_import()  # one-shot process: keep the cold start fast
     from perfmodel import api  # the library: loaded when the command runs (perfmodel --help stays fast)
 
-    prediction, fits = api.predict_with_fits(request)
+    prediction, fits = api.predict_with_fits(request, progress=_common.progress_line)
     if json_out:
         _common.print_json(api.document(prediction, fits))
         return

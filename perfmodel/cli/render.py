@@ -271,6 +271,7 @@ def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -
     table.add_row(
         "Peak memory",
         f"{mem.estimate:.1f} GB allocated [dim]({mem.low:.1f} – {mem.high:.1f})[/dim]"
+        + (" [dim](exact: FakeTensor oracle)[/dim]" if pred.memory_method == "exact" else "")
         + (f", device {dev.estimate:.1f} GB [dim]({dev.low:.1f} – {dev.high:.1f})[/dim]" if dev else ""),
     )
     if v is not None:

@@ -36,14 +36,15 @@ GPU_COUNTS = (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 102
 server, then whole servers)."""
 
 
-def peak_memory_gb(w: Workload) -> float:
-    """The device total per GPU the verdict compares, GB (its estimate)."""
-    return verdict_of(w).device_gb
+def peak_memory_gb(w: Workload, memory_scale: float = 1.0) -> float:
+    """The device total per GPU the verdict compares, GB (its estimate; `memory_scale`: the
+    analytic allocated peak anchored to the oracle's, module docstring)."""
+    return verdict_of(w, memory_scale).device_gb
 
 
-def fits(w: Workload) -> bool:
+def fits(w: Workload, memory_scale: float = 1.0) -> bool:
     """`predict`'s verdict: 'fits' or 'tight' (no limit known: True)."""
-    return verdict_of(w).fits
+    return verdict_of(w, memory_scale).fits
 
 
 def with_training(w: Workload, **changes: Any) -> Workload:
@@ -54,58 +55,65 @@ def with_parallel(w: Workload, **changes: Any) -> Workload:
     return dataclasses.replace(w, parallel=dataclasses.replace(w.parallel, **changes))
 
 
-def largest_micro_batch(w: Workload, *, limit: int = MICRO_BATCH_LIMIT) -> int | None:
+def largest_micro_batch(w: Workload, *, limit: int = MICRO_BATCH_LIMIT, memory_scale: float = 1.0) -> int | None:
     """The largest micro-batch in [1, limit] with which `w` fits; None when 1 does not fit.
 
     The memory model is affine in the micro-batch (activations and logits grow linearly, the rest
     is fixed), so the boundary is read off two evaluations and then checked on both sides; where
     the check fails (a model that is not affine), bisection finds it."""
     capacity = float(w.gpu.memory_gb)
-    at_1 = peak_memory_gb(with_training(w, micro_batch_size=1))
+    s = memory_scale
+    at_1 = peak_memory_gb(with_training(w, micro_batch_size=1), s)
     if capacity and at_1 > capacity:
         return None
     if not capacity:
         return limit
     if limit == 1:
         return 1
-    slope = peak_memory_gb(with_training(w, micro_batch_size=2)) - at_1
+    slope = peak_memory_gb(with_training(w, micro_batch_size=2), s) - at_1
     if slope <= 0:
         guess = limit
     else:
         guess = int(max(1.0, min(float(limit), 1.0 + (capacity - at_1) / slope)))
-    if fits(with_training(w, micro_batch_size=guess)) and (
-        guess == limit or not fits(with_training(w, micro_batch_size=guess + 1))
+    if fits(with_training(w, micro_batch_size=guess), s) and (
+        guess == limit or not fits(with_training(w, micro_batch_size=guess + 1), s)
     ):
         return guess
-    return _bisect_micro_batch(w, limit)
+    return _bisect_micro_batch(w, limit, s)
 
 
-def _bisect_micro_batch(w: Workload, limit: int) -> int:
+def _bisect_micro_batch(w: Workload, limit: int, memory_scale: float = 1.0) -> int:
     """`largest_micro_batch` by doubling and bisection (1 fits)."""
     lo, hi = 1, 2
-    while hi <= limit and fits(with_training(w, micro_batch_size=hi)):
+    while hi <= limit and fits(with_training(w, micro_batch_size=hi), memory_scale):
         lo, hi = hi, hi * 2
     hi = min(hi, limit + 1)
     while hi - lo > 1:  # lo fits, hi does not (or is past the limit)
         mid = (lo + hi) // 2
-        if fits(with_training(w, micro_batch_size=mid)):
+        if fits(with_training(w, micro_batch_size=mid), memory_scale):
             lo = mid
         else:
             hi = mid
     return lo
 
 
-def largest_divisor_that_fits(w: Workload, per_replica_batch: int, *, top: int | None = None) -> int | None:
+def largest_divisor_that_fits(
+    w: Workload, per_replica_batch: int, *, top: int | None = None, memory_scale: float = 1.0
+) -> int | None:
     """The largest divisor d of `per_replica_batch` (samples per replica per optimizer step) with
     which `w` fits at micro-batch d; None when none does. `top`: `largest_micro_batch(w)` when
     known already (memory grows with the micro-batch, so the search under the limit is min(top, limit))."""
-    top = largest_micro_batch(w, limit=per_replica_batch) if top is None else min(top, per_replica_batch)
+    top = (
+        largest_micro_batch(w, limit=per_replica_batch, memory_scale=memory_scale)
+        if top is None
+        else min(top, per_replica_batch)
+    )
     if top is None:
         return None
     # with the accumulation each divisor brings: accumulating holds the gradients through the
     # micro-batches, so a divisor that fits without it may not with it
     for d in sorted((d for d in range(1, top + 1) if per_replica_batch % d == 0), reverse=True):
-        if fits(with_training(w, micro_batch_size=d, grad_accum_steps=per_replica_batch // d)):
+        if fits(with_training(w, micro_batch_size=d, grad_accum_steps=per_replica_batch // d), memory_scale):
             return d
     return None
 
@@ -181,21 +189,30 @@ def suggest_fits(
     max_gpus: int = 1024,
     gpu_counts: Iterable[int] = GPU_COUNTS,
     source: ConfigSource | None = None,
+    memory_scale: float = 1.0,
 ) -> FitReport:
     """What would make `w` fit, each with its predicted time: the largest micro-batch (gradient
     accumulation raised to keep the global batch), the same with activation checkpointing (when
     off), and the fewest GPUs up to `max_gpus` with the least sharding that fits. Given the config
-    `w` came from (its `ConfigSource`), a Ludwig config's suggestions are also written in Ludwig's keys."""
+    `w` came from (its `ConfigSource`), a Ludwig config's suggestions are also written in Ludwig's keys.
+    `memory_scale` (not 1: `predict --memory exact`) multiplies the analytic allocated peak of
+    every candidate, searched and predicted (the model anchored to the oracle's count of `w`)."""
     options = {"confidence": confidence, "model_dir": model_dir, "use_learned": use_learned,
-               "use_calibration": use_calibration}
-    if fits(w):
-        return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w), suggestions=())
+               "use_calibration": use_calibration, "memory_scale": memory_scale}
+    s = memory_scale
+    if fits(w, s):
+        return FitReport(fits=True, max_micro_batch_size=largest_micro_batch(w, memory_scale=s), suggestions=())
     t = w.training
     per_replica = _per_replica_batch(w)
     found: list[tuple[Workload, dict[str, Any]]] = []  # each suggestion's workload and its fields
     notes: list[str] = []
-    top = largest_micro_batch(w)
-    mb = largest_divisor_that_fits(w, per_replica, top=top) if top is not None else None
+    if s != 1.0:
+        notes.append(
+            f"sized by the analytic memory model scaled by x{s:.4f}, the oracle's allocated peak of the "
+            "configured run over the model's (the oracle ran that run only)"
+        )
+    top = largest_micro_batch(w, memory_scale=s)
+    mb = largest_divisor_that_fits(w, per_replica, top=top, memory_scale=s) if top is not None else None
     if mb is not None:
         ga = per_replica // mb
         found.append(
@@ -213,7 +230,7 @@ def suggest_fits(
         notes.append("no micro-batch fits as configured (not even 1)")
     if not t.activation_checkpointing:
         ckpt = with_training(w, activation_checkpointing=True)
-        mb_c = largest_divisor_that_fits(ckpt, per_replica)
+        mb_c = largest_divisor_that_fits(ckpt, per_replica, memory_scale=s)
         if mb_c is not None and (mb is None or mb_c > mb):
             ga = per_replica // mb_c
             found.append(
@@ -229,12 +246,12 @@ def suggest_fits(
                     },
                 )
             )
-    more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts)
+    more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts, memory_scale=s)
     if more is None:
         notes.append(
             f"no GPU count up to {max_gpus} fits at micro-batch {t.micro_batch_size}, even fully sharded"
         )
-        more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts, adapt_batch=True)
+        more = fewest_gpus(w, max_gpus=max_gpus, gpu_counts=gpu_counts, adapt_batch=True, memory_scale=s)
     if more is not None:
         moved, kept = more
         par, mt = moved.parallel, moved.training
@@ -302,7 +319,12 @@ def scale_gpus(w: Workload, num_gpus: int, strategy: str) -> tuple[Workload, boo
 
 
 def fewest_gpus(
-    w: Workload, *, max_gpus: int = 1024, gpu_counts: Iterable[int] = GPU_COUNTS, adapt_batch: bool = False
+    w: Workload,
+    *,
+    max_gpus: int = 1024,
+    gpu_counts: Iterable[int] = GPU_COUNTS,
+    adapt_batch: bool = False,
+    memory_scale: float = 1.0,
 ) -> tuple[Workload, bool] | None:
     """The fewest GPUs (more than now, at most `max_gpus`) on which `w` fits, with the least
     sharding strategy that fits there (the run's own first, then zero1, zero2, fsdp): (workload,
@@ -320,45 +342,47 @@ def fewest_gpus(
     best: tuple[int, tuple[Workload, bool]] | None = None  # (index into counts, answer)
     for strategy in dict.fromkeys((par.strategy, *SHARDING_ORDER)):
         end = best[0] if best is not None else len(counts)  # a later strategy must use fewer GPUs
-        found = _fewest_for_strategy(w, counts[:end], strategy, adapt_batch) if end else None
+        found = _fewest_for_strategy(w, counts[:end], strategy, adapt_batch, memory_scale) if end else None
         if found is not None:
             best = found
     return best[1] if best is not None else None
 
 
 def _fewest_for_strategy(
-    w: Workload, counts: list[int], strategy: str, adapt_batch: bool
+    w: Workload, counts: list[int], strategy: str, adapt_batch: bool, memory_scale: float = 1.0
 ) -> tuple[int, tuple[Workload, bool]] | None:
     """(index, answer) of the fewest of `counts` on which `w` fits with `strategy`, or None."""
-    if not _fits_on(w, counts[-1], strategy, adapt_batch):
+    if not _fits_on(w, counts[-1], strategy, adapt_batch, memory_scale):
         return None
     lo, hi = -1, len(counts) - 1  # counts[hi] fits; counts[lo] does not (lo = -1: none checked)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _fits_on(w, counts[mid], strategy, adapt_batch):
+        if _fits_on(w, counts[mid], strategy, adapt_batch, memory_scale):
             hi = mid
         else:
             lo = mid
-    found = _fit_on(w, counts[hi], strategy, adapt_batch)
+    found = _fit_on(w, counts[hi], strategy, adapt_batch, memory_scale)
     return (hi, found) if found is not None else None
 
 
-def _fits_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> bool:
+def _fits_on(w: Workload, n: int, strategy: str, adapt_batch: bool, memory_scale: float = 1.0) -> bool:
     """`_fit_on(...) is not None`, without searching the micro-batch: a dividing micro-batch fits
     exactly when micro-batch 1 (with the accumulation that keeps the batch) does."""
     scaled = scale_gpus(w, n, strategy)
     if scaled is None:
         return False
-    moved = scaled[0]
-    if fits(moved):
+    moved, s = scaled[0], memory_scale
+    if fits(moved, s):
         return True
     if not adapt_batch:
         return False
     one = with_training(moved, micro_batch_size=1, grad_accum_steps=_per_replica_batch(moved))
-    return fits(one) or fits(with_training(one, activation_checkpointing=True))
+    return fits(one, s) or fits(with_training(one, activation_checkpointing=True), s)
 
 
-def _fit_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> tuple[Workload, bool] | None:
+def _fit_on(
+    w: Workload, n: int, strategy: str, adapt_batch: bool, memory_scale: float = 1.0
+) -> tuple[Workload, bool] | None:
     """`w` moved to `n` GPUs with `strategy` when it fits there (with `adapt_batch`: or with the
     largest dividing micro-batch, then also with activation checkpointing): (workload, global
     batch kept?), or None."""
@@ -366,13 +390,13 @@ def _fit_on(w: Workload, n: int, strategy: str, adapt_batch: bool) -> tuple[Work
     if scaled is None:
         return None
     moved, kept = scaled
-    if fits(moved):
+    if fits(moved, memory_scale):
         return scaled
     if not adapt_batch:
         return None
     per_replica = _per_replica_batch(moved)
     for variant in (moved, with_training(moved, activation_checkpointing=True)):
-        mb = largest_divisor_that_fits(variant, per_replica)
+        mb = largest_divisor_that_fits(variant, per_replica, memory_scale=memory_scale)
         if mb is not None:
             return with_training(variant, micro_batch_size=mb, grad_accum_steps=per_replica // mb), kept
     return None
