@@ -22,7 +22,7 @@ demo: install  ## predict the bundled example with the shipped model
 	$(BIN)/perfmodel predict --config $(CONFIG)
 
 test: install  ## the test suite without the slow integration tests (CPU only, ~3 min on 2 cores)
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" -p no:schemathesis
 
 test-slow: install  ## the slow ones: real processes, servers, Ray clusters, CPU training slices, model fits
 	$(BIN)/python -m pytest -q -n 2 -m slow

@@ -122,6 +122,7 @@ def test_shrinkage_moves_from_the_uncalibrated_model_to_the_measured_value_as_ev
     assert off.to_json() == uncal.to_json()
 
 
+@pytest.mark.slow
 def test_the_estimate_converges_to_the_measured_value():
     errors = []
     for n in (1, 4, 16, 64):

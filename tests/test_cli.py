@@ -54,6 +54,7 @@ def test_predict_json_contract_on_the_bundled_example():
     assert data["gpu_hours"]["estimate"] == pytest.approx(data["total_time_s"]["estimate"] / 3600)
 
 
+@pytest.mark.slow
 def test_predict_human_output_and_flag_overrides():
     res = run("predict", "--config", str(EXAMPLE), "--gpu", "H100-SXM", "--num-gpus", "2", "--set", "training.micro_batch_size=4")
     assert res.returncode == 0, res.stderr
@@ -96,6 +97,7 @@ def test_gpus_and_models_commands():
         (("lora_r: 16", "lora_rank: 16"), "lora_rank"),  # unknown key named
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_on_stderr_with_exit_1(tmp_path, patch, expected):
     cfg = write(tmp_path, EXAMPLE.read_text().replace(*patch))
     res = run("predict", "--config", str(cfg))

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cli_surface.json"
 UPDATE_ENV = "PERFMODEL_UPDATE_CLI_SURFACE"
@@ -93,6 +95,7 @@ def test_the_surface_is_read_from_the_real_app():
     ) == ["perfmodel x: option removed: --a"]
 
 
+@pytest.mark.slow
 def test_version_and_completion_through_the_entry_point():
     run = lambda *a: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "perfmodel", *a], capture_output=True, text=True, cwd=ROOT, timeout=60

@@ -31,6 +31,7 @@ needs_model = pytest.mark.skipif(_shipped() is None, reason="no model exported i
 needs_table = pytest.mark.skipif(not FEATURES.is_file(), reason="no datasets/features.parquet")
 
 
+@pytest.mark.slow
 @needs_model
 def test_perfmodel_predict_does_not_import_pandas():
     code = (

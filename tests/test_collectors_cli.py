@@ -30,6 +30,7 @@ def test_collect_is_registered_without_importing_torch():
     assert res.returncode == 0 and "--profile" in res.stdout and "--budget-s" in res.stdout
 
 
+@pytest.mark.slow
 def test_one_entry_point_one_set_of_flags():
     module, command = run("-m", "collectors", "--help"), run("-m", "perfmodel", "collect", "--help")
     assert module.returncode == command.returncode == 0

@@ -386,6 +386,7 @@ def test_gpu_profile_runs_on_a_fake_gpu(fp, tmp_path):
     conform(pd.DataFrame(rows), COLUMNS)
 
 
+@pytest.mark.slow
 def test_microbench_rows_are_measured_once(tmp_path):
     from collectors.microbench import MicrobenchPlan
     from perfmodel.measure.device import CpuDevice

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from collectors.microbench import MicrobenchPlan, plan_items, run_microbench
 from perfmodel.measure.device import CpuDevice
@@ -13,6 +14,7 @@ PLAN = MicrobenchPlan(matmul_sizes=(64,), matmul_dtypes=("fp32", "bf16", "fp16")
                       attention_shapes=((1, 2, 64, 16),), attention_dtypes=("fp32",), iters=3, sample_target_s=0.001)
 
 
+@pytest.mark.slow
 def test_cpu_microbench_rows_conform():
     fp = collect_fingerprint(lambda: [])
     rows = list(run_microbench(PLAN, device=CpuDevice(), fingerprint=fp))
@@ -26,6 +28,7 @@ def test_cpu_microbench_rows_conform():
     assert set(frame["gpu"]) == {"cpu"} and set(frame["hardware_id"]) == {fp.hardware_id}
 
 
+@pytest.mark.slow
 def test_skip_and_deadline():
     fp = collect_fingerprint(lambda: [])
     skip = {("matmul", "fp32", "64x64x64")}

@@ -79,6 +79,7 @@ def test_a_configuration_over_the_cap_costs_only_its_warmup(monkeypatch):
     assert plan.slices[1].start_s == pytest.approx(2.0)
 
 
+@pytest.mark.slow
 def test_quick_profile_on_this_cpu_is_a_schedule_within_its_budget():
     plan = plan_mod.plan_profile("quick", "cpu")
     configs = build_profile("quick", "cpu").configs
@@ -99,6 +100,7 @@ def test_quick_profile_on_this_cpu_is_a_schedule_within_its_budget():
     assert plan.startup_s < plan.projected_s <= plan.startup_s + plan.budget_s + 1e-9
 
 
+@pytest.mark.slow
 def test_a_short_budget_cuts_the_tail_and_caps_the_projection():
     plan = plan_mod.plan_profile("quick", "cpu", budget_s=15)
     fates = [s.fate for s in plan.slices]
@@ -207,11 +209,13 @@ def test_cli_plan_json_and_errors():
     assert res.returncode == 0 and "profile quick on cpu" in res.stdout
 
 
+@pytest.mark.slow
 def test_precisions_the_device_lacks_are_dropped_from_the_plan():
     plan = plan_mod.plan_profile("gpu", "t4", budget_s=10_000)  # Turing: no bf16
     assert plan.slices and not any("bf16" in s.label for s in plan.slices if "lightgbm" not in s.label)
 
 
+@pytest.mark.slow
 def test_a_resumed_cpu_collection_skips_what_this_host_measured(tmp_path):
     from perfmodel.measure.fingerprint import collect_fingerprint
     from perfmodel.measure.slices import Measurement, slice_row

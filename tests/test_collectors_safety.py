@@ -241,6 +241,7 @@ def test_a_stop_signal_keeps_the_measured_rows_and_prints_the_summary(tmp_path, 
     assert len(storage.list_shards(tmp_path / "raw")) == 2
 
 
+@pytest.mark.slow
 def test_a_stop_signal_while_waiting_for_the_folder_exits_cleanly(tmp_path):
     gate = tmp_path / "gate"
     gate.touch()
@@ -302,6 +303,7 @@ def test_a_damaged_shard_is_reported_in_one_line_and_set_aside(tmp_path):
     assert not stale.exists() and fresh.exists()
 
 
+@pytest.mark.slow
 def test_output_folder_problems_are_one_line_errors(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -338,6 +340,7 @@ def test_an_unwritable_output_folder_is_a_one_line_error(tmp_path):
 # --- the budget flag ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-5"])
 def test_a_budget_must_be_a_positive_finite_number(tmp_path, value):
     for entry in (["-m", "collectors"], ["-m", "perfmodel", "collect"]):

@@ -63,6 +63,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,data,constraints", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_no_option_breaks_a_constraint_or_does_not_fit(name, data, constraints):
     config = EXAMPLES / name
@@ -88,6 +89,7 @@ def test_an_impossible_deadline_leaves_no_option():
     assert result.current is not None and not result.current.meets_constraints
 
 
+@pytest.mark.slow
 def test_ludwig_options_are_ludwig_keys_that_give_the_same_run(tmp_path):
     config = EXAMPLES / "ludwig-llama2-7b-qlora.yaml"
     result = advise(
@@ -123,6 +125,7 @@ def test_bad_arguments_are_config_errors():
         advise(example, gpus=["A100-80"])
 
 
+@pytest.mark.slow
 def test_a_deepspeed_ludwig_config_keeps_its_deepspeed_settings_unless_the_strategy_changes(tmp_path):
     config = ROOT / "tests" / "fixtures" / "configs" / "ludwig_llm_lora_deepspeed_ray.yaml"
     raw = yaml.safe_load(config.read_text())
@@ -154,6 +157,7 @@ def test_gradient_boosted_trees_have_nothing_to_search():
     assert result.current is not None and result.current.outcome.fits_in_memory
 
 
+@pytest.mark.slow
 def test_options_the_config_cannot_express_are_skipped_not_the_end_of_the_search():
     """Ludwig 0.17 refuses quantization on the ray backend, so every multi-GPU option of a QLoRA
     config is refused when written as the config. The screen ranks those first (they are fastest):

@@ -66,6 +66,7 @@ def test_sweep_json_csv_and_plot(tmp_path):
     assert "OOM" in res.stdout and "Total time" in res.stdout
 
 
+@pytest.mark.slow
 def test_sweep_of_ludwig_keys(tmp_path):
     res = run(
         "sweep", "--config", str(LUDWIG), "--tokens", "1e8", "--vary", "trainer.batch_size=1,4", "--json"
@@ -100,6 +101,7 @@ def test_sweep_of_ludwig_keys(tmp_path):
         (("advise", "--config", str(EXAMPLE), "--gpus", "A100-80"), 1, "did you mean"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_exits_with_one_line(args, code, needle):
     res = run(*args)
     assert res.returncode == code, (res.stdout, res.stderr)
@@ -133,6 +135,7 @@ def test_compare_json(tmp_path):
     assert data["verdicts"][0] in " ".join(human.stdout.split())
 
 
+@pytest.mark.slow
 def test_compare_calibrate_pairs_refuses_configs_and_stray_options():
     res = run("compare", str(EXAMPLE), "--calibrate-pairs")
     assert res.returncode == 2 and "takes no configs" in res.stderr
@@ -213,6 +216,7 @@ def test_python_api_is_lazy_and_typed():
     assert cli.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_advise_write_writes_the_chosen_option(tmp_path):
     out = tmp_path / "best.yaml"
     res = run("advise", "--config", str(EXAMPLE), "--gpus", "H100-SXM", "--max-gpus", "4", "--top", "1",

@@ -142,6 +142,7 @@ def test_verdict_says_faster_only_when_the_paired_interval_excludes_one():
     )
 
 
+@pytest.mark.slow
 def test_compare_plot_draws_each_time_and_paired_ratio(tmp_path):
     from perfmodel.decide.plot import plot_compare
 

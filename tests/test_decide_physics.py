@@ -140,6 +140,7 @@ class _AsPoint:
         self.outcome, self.resolved, self.adjusted = run.outcome, run.resolved, run.adjusted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["llama2-7b-lora.yaml", "custom-dims-qlora.yaml"])
 def test_advise_options_are_the_physics_answers_of_their_runs_and_hold_the_rules(config):
     advice = perfmodel.advise(EXAMPLES / config, gpus=["A100-80GB", "L40S"], max_gpus=16, top=3)

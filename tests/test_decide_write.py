@@ -45,6 +45,7 @@ def test_a_quantized_option_is_labelled_and_changes_only_the_base(tmp_path):
         assert bits in (4, 8) and f"{bits}-bit base" in o.label
 
 
+@pytest.mark.slow
 def test_fastest_stays_within_twice_the_cheapest_cost_without_a_budget():
     from perfmodel.decide.advise import FASTEST_COST_FACTOR
 

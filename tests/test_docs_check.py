@@ -63,6 +63,7 @@ def test_only_marked_bash_blocks_are_extracted():
     )
 
 
+@pytest.mark.slow
 def test_a_failing_command_fails_the_check(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(

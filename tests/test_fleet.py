@@ -211,6 +211,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
         fleet.import_ray()
 
 
+@pytest.mark.slow
 def test_flags_that_name_one_device_are_usage_errors_with_ray():
     for flags in (["--device", "cpu"], ["--gpu", "h200", "--plan"], ["--per", "rack"], ["--summary"]):
         proc = subprocess.run(
@@ -281,6 +282,7 @@ def test_a_port_nothing_listens_on_is_one_line_at_once(tmp_path):
     assert time.monotonic() - start < 5.0
 
 
+@pytest.mark.slow
 def test_collect_on_an_address_with_nothing_listening_exits_1_with_one_line(tmp_path):
     proc = _collect(f"127.0.0.1:{_closed_port()}", tmp=tmp_path)
     out, err = proc.communicate(timeout=60)

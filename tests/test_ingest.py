@@ -85,6 +85,7 @@ def test_a_monitored_run_becomes_a_user_row(tmp_path, raw):
     assert w.model.hidden_size == 768 and w.training.seq_len == 128 and w.gpu.vendor == "cpu"
 
 
+@pytest.mark.slow
 def test_the_same_run_twice_is_refused(tmp_path, raw):
     config = tmp_path / "run.yaml"
     config.write_text(CONFIG)

@@ -181,6 +181,7 @@ def _random_works(rng: np.random.Generator, n: int) -> list[W.KernelWork]:
     return out
 
 
+@pytest.mark.slow
 def test_no_kernel_is_faster_than_its_roofline_floor_on_any_accelerator() -> None:
     rng = np.random.default_rng(21)
     works = _random_works(rng, 300)

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("perfmodel", "collectors")
 
@@ -250,10 +252,12 @@ def test_no_circles():
     assert circles() == []
 
 
+@pytest.mark.slow
 def test_a_function_level_import_guards_something_heavy_or_says_why():
     assert late_imports_without_reason() == []
 
 
+@pytest.mark.slow
 def test_the_top_packages_import_nothing_when_imported():
     for package in PACKAGES:
         assert not [

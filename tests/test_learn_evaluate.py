@@ -235,6 +235,7 @@ def test_seed_spread_varies_only_the_seeds(data):
         seed_spread(X, y, kept, seeds=2, splits=("nope",), config=FAST)
 
 
+@pytest.mark.slow
 def test_fold_models_are_the_shipped_model_without_its_second_fit(data):
     """Evaluation scores what is shipped: the fold model's points and intervals equal those of
     `fit_learned_model` on the same rows."""

@@ -161,6 +161,7 @@ def _truncate(fraction: float):
         "meta-v1",
     ],
 )
+@pytest.mark.slow
 def test_predict_falls_back_to_the_analytic_model_instead_of_crashing(tmp_path, damage):
     folder = tmp_path / "models"
     shutil.copytree(SHIPPED, folder)

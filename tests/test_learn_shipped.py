@@ -206,6 +206,7 @@ print([m for m in ("mlflow", "torch", "lightgbm", "sklearn", "mapie") if m in sy
 """
 
 
+@pytest.mark.slow
 def test_loading_and_correcting_imports_no_mlflow_torch_or_sklearn(trained, tmp_path):
     model, _ = trained
     model.save(tmp_path)
@@ -303,6 +304,7 @@ def test_quantized_base_outside_the_training_data_widens_and_warns():
     assert (out[1].log_high - out[1].log_ratio) > (out[0].log_high - out[0].log_ratio)
 
 
+@pytest.mark.slow
 def test_perfmodel_predict_loads_lightgbm_without_its_optional_integrations():
     """The cold-start workaround as the CLI runs it: after a learned prediction, scikit-learn
     (LightGBM's heaviest optional integration) was never imported."""

@@ -140,6 +140,7 @@ def test_every_kind_and_option_trains(config, cpu_fp):
         assert row["lora_r"] == 4 and row["trainable_fraction"] is None
 
 
+@pytest.mark.slow
 def test_unsupported_precision_is_an_error_row(cpu_fp):
     row = measure_row(dataclasses.replace(MLP, precision="fp16"), cpu_fp)
     assert row["status"] == "error" and "unsupported" in row["notes"] and row["step_time_s"] is None

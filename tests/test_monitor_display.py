@@ -290,6 +290,7 @@ def _monitor_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) 
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_monitor_follow_prints_one_short_line_and_the_full_report_under_verbose(tmp_path):
     short = _monitor_cli(tmp_path)
     assert short and all(len(x) <= SHORT_WIDTH for x in short), short

@@ -342,6 +342,7 @@ def _shifty(seed: int, n: int) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_the_vectorised_level_shift_scan_finds_what_the_one_at_a_time_scan_finds():
     found_shift = 0
     for seed in range(40):
@@ -365,6 +366,7 @@ def _monitor(times: list[float], prior: StepTimePrior | None, *, bulk: bool, eve
     return m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_extend_replays_like_updates_one_by_one(seed):
     """`perfmodel monitor` replays a file with RunMonitor.extend (one pass); the snapshot, and the

@@ -63,6 +63,7 @@ def test_extrapolation_interval_covers_the_truth_usually(tmp_path):
     assert hits >= 16
 
 
+@pytest.mark.slow
 def test_monitor_cli_extrapolates_a_finished_partial_run(tmp_path):
     path = partial_run(tmp_path)
     env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1"}

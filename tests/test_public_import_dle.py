@@ -210,6 +210,7 @@ def test_one_configuration_in_two_tables_is_one_run(result) -> None:
     assert filled.loc[filled["row_id"] == single["row_id"], "sample_weight"].item() == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_every_row_is_costable(result) -> None:
     from perfmodel.analytic import estimate
     from perfmodel.codec import workload_from_row

@@ -32,6 +32,7 @@ def _imported(stem: str):
     return _cache[stem]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", sorted(SOURCES))
 def test_rows_conform_cite_and_cost(stem: str) -> None:
     from perfmodel.analytic import estimate

@@ -65,6 +65,7 @@ def test_unreachable_stores_fail_fast_and_reachable_ones_pass(tmp_path):
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 def test_a_server_that_accepts_but_never_answers_times_out():
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
