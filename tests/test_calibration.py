@@ -324,7 +324,7 @@ the uncalibrated one. Measured at one thread on the quiet 2-core host: 0.46 and 
 
 
 @pytest.mark.slow
-def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations(tmp_path):
+def test_calibrating_on_real_cpu_slices_lowers_the_error_on_other_configurations(tmp_path, the_real_cpu):
     """Calibrate on the calibration slices (real torch on this CPU), then measure held-out CPU
     configurations the calibration never saw: their median |log error| falls to at most MARGIN of
     the uncalibrated one, the 90% interval covers all but at most one, and it is narrower than the

@@ -57,7 +57,7 @@ def validate_trainer_script(
     check_full: bool = False,
     confidence: float = 0.9,
     host_noise: float = HOST_NOISE,
-    live_eta: bool = True,
+    live_eta: bool = False,
 ) -> ValidationResult:
     """Run `script` with `argv` and validate the first Trainer it trains (module docstring)."""
     path = Path(script)

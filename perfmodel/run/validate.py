@@ -463,7 +463,7 @@ def validate_trainer(
     total_steps: int | None = None,
     confidence: float = 0.9,
     host_noise: float = HOST_NOISE,
-    live_eta: bool = True,
+    live_eta: bool = False,
 ) -> ValidationResult:
     """Run `trainer.train()` for `steps` optimizer steps (max_steps capped, restored after), with
     perfmodel's live-ETA callback, and extrapolate to the full run (module doc; `total_steps`
