@@ -28,30 +28,21 @@ def _an_empty_calibration_folder(tmp_path_factory: pytest.TempPathFactory, monke
     monkeypatch.setenv("PERFMODEL_CALIBRATION_DIR", str(tmp_path_factory.mktemp("calibration")))
 
 
-_REAL_CPU_FACTS: list = []
-"""The unpatched `perfmodel.catalog.hardware.local_cpu_facts` (kept by the first test)."""
-
-
 @pytest.fixture(autouse=True)
-def _the_reference_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+def _the_reference_cpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     from perfmodel.catalog import hardware
 
-    if not _REAL_CPU_FACTS:
-        _REAL_CPU_FACTS.append(hardware.local_cpu_facts)
-    monkeypatch.setattr(hardware, "local_cpu_facts", lambda: REFERENCE_CPU)
+    if "the_real_cpu" not in request.fixturenames:
+        monkeypatch.setattr(hardware, "local_cpu_facts", lambda: REFERENCE_CPU)
     hardware._describe_local_cpu.cache_clear()
 
 
 @pytest.fixture
-def the_real_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+def the_real_cpu() -> None:
     """For a test that measures this machine for real and predicts for it (a calibration on real
     slices): `cpu` is this host's own CPU, as it is for a user, not the reference CPU; the real
     host's measurements and calibration are recorded under its own CPU kind, so with the
     reference CPU an AMD host's calibration would never apply (found on an AMD EPYC host)."""
-    from perfmodel.catalog import hardware
-
-    monkeypatch.setattr(hardware, "local_cpu_facts", _REAL_CPU_FACTS[0])
-    hardware._describe_local_cpu.cache_clear()
 
 
 def pytest_ignore_collect(collection_path, config):  # type: ignore[no-untyped-def]

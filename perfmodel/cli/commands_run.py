@@ -520,7 +520,6 @@ def validate_command(
             check_full=check_full,
             confidence=confidence,
             host_noise=host_noise,
-            live_eta=False,
         )
     else:
         if len(rest) != 1:

@@ -7,7 +7,7 @@ intercepted. Its first call - on whichever Trainer (or subclass: Seq2SeqTrainer,
 the script built, with the script's own model, data, collator and arguments - becomes
 `perfmodel.run.validate.validate_trainer(trainer, steps=N)`: the trainer's own `train()` with
 `max_steps` capped at N (a share `fraction` of the full run's steps when N is not given), the
-live-ETA and phase callbacks attached, then the extrapolation to the full run. With `check_full`
+phase callback attached, then the extrapolation to the full run. With `check_full`
 the full run trains right after, for the error. Then the script is stopped at that call, so
 whatever it does after training (saving, pushing, evaluating) does not run. What the script prints
 goes to stderr: stdout is the caller's (`--json`).

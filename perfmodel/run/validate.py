@@ -18,10 +18,11 @@ full run's steps / that. With `steps=N` the config trains `train_steps: N` on al
 `check_full=True` then trains the full run too and reports the error of the extrapolation.
 
 **Hugging Face Trainer.** The trainer's own `train()` runs with `max_steps` capped at `steps`,
-with perfmodel's live-ETA callback (perfmodel.monitor.hf.PerfmodelCallback) and a timing callback
-that separates the optimizer steps from evaluation (`on_evaluate`) and checkpoint saves
+with a timing callback that separates the optimizer steps from evaluation (`on_evaluate`) and checkpoint saves
 (`on_save`); the full run's counts come from its arguments (max_steps, or epochs x update steps
-per epoch; eval/save strategy and steps). Start-up is the rest of `train()`'s wall time (data
+per epoch; eval/save strategy and steps). perfmodel's live-ETA callback
+(perfmodel.monitor.hf.PerfmodelCallback) is attached only with `live_eta=True`: its own start-up (a
+prediction for its prior, ~2 s on a 2-core CPU) would count as the run's. Start-up is the rest of `train()`'s wall time (data
 loader, optimizer, the first step's set-up, the end of training); the interpreter and imports are
 the caller's and not part of it.
 """
@@ -465,8 +466,8 @@ def validate_trainer(
     host_noise: float = HOST_NOISE,
     live_eta: bool = False,
 ) -> ValidationResult:
-    """Run `trainer.train()` for `steps` optimizer steps (max_steps capped, restored after), with
-    perfmodel's live-ETA callback, and extrapolate to the full run (module doc; `total_steps`
+    """Run `trainer.train()` for `steps` optimizer steps (max_steps capped, restored after; the
+    live-ETA callback too with `live_eta`), and extrapolate to the full run (module doc; `total_steps`
     overrides the step count the trainer's arguments give)."""
     if steps < 1:
         raise ConfigError(f"steps must be >= 1; got {steps}")
