@@ -25,10 +25,10 @@ test: install  ## the test suite without the slow integration tests (CPU only, ~
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" -p no:schemathesis
 
 test-slow: install  ## the slow ones: real processes, servers, Ray clusters, CPU training slices, model fits
-	$(BIN)/python -m pytest -q -n 2 -m slow
+	$(BIN)/python -m pytest -q -n 2 -m "slow and not timing"
+	$(BIN)/python -m pytest -q -p no:xdist -m "slow and timing"  # wall-clock checks, one at a time on a quiet host
 
-test-all: install  ## both (what CI runs)
-	$(BIN)/python -m pytest -q -n 2
+test-all: test test-slow  ## both (what CI runs)
 
 lint: install
 	$(BIN)/ruff check perfmodel collectors tests bench

@@ -170,8 +170,9 @@ trainer: {epochs: 2, batch_size: 8, eval_batch_size: 512, early_stop: -1}
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.skipif(ludwig_python() is None, reason="no Ludwig venv (make ludwig-env)")
-def test_validate_real_ludwig_from_10_percent_then_the_full_run(tmp_path):
+def test_validate_real_ludwig_from_10_percent_then_the_full_run(tmp_path, quiet_host):
     config, data = tiny_ludwig(tmp_path)
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     cmd = [
@@ -205,7 +206,8 @@ def test_validate_real_ludwig_from_10_percent_then_the_full_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_validate_real_trainer_from_10_percent_then_the_full_run(tmp_path, monkeypatch):
+@pytest.mark.timing
+def test_validate_real_trainer_from_10_percent_then_the_full_run(tmp_path, monkeypatch, quiet_host):
     # torch, transformers: heavy, only this test needs them
     import torch
     import transformers.trainer
@@ -337,17 +339,10 @@ def test_validate_trainer_script_that_never_trains_is_one_error(tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith("error: noop.py ran to its end without calling")
 
 
-QUIET_LOAD_PER_CORE = 0.5
-"""Above this load per core the CLI timing check is skipped: in CI's slow suite (load 2.5 on 2 cores,
-the other worker's tests beside it) the 40-step partial run ran slower than the full run that
-followed and the extrapolation came out +51%, outside its interval; on a quiet host +11%, inside."""
-
-
 @pytest.mark.slow
-def test_validate_trainer_script_from_the_cli_extrapolates_10_percent_into_the_full_run(tmp_path):
+@pytest.mark.timing
+def test_validate_trainer_script_from_the_cli_extrapolates_10_percent_into_the_full_run(tmp_path, quiet_host):
     load0 = os.getloadavg()[0]
-    if load0 / (os.cpu_count() or 1) > QUIET_LOAD_PER_CORE:
-        pytest.skip(f"a timing check needs a quiet host (load {load0:.1f} on {os.cpu_count()} cores)")
     (tmp_path / "train.py").write_text(TRAINER_SCRIPT)
     out = tmp_path / "out"
     out.mkdir()
