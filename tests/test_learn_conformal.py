@@ -152,3 +152,51 @@ def test_mondrian_scores_count_each_run_once():
     cells = mondrian_scores([0.1, 0.3, 0.2, 0.9], [regime] * 4, ["a", "a", "a", "b"])
     # run a: median of 0.1, 0.3, 0.2 = 0.2; run b: 0.9; every coarser cell holds the same two
     assert cells["1 device|full|16-bit|<100M"] == [0.2, 0.9] == cells["*"] == cells["1 device"]
+
+
+def test_a_family_whose_plan_is_approximate_does_not_widen_the_decoders_beside_it():
+    """Known truth: fused one-GPU decoders (LLMs the plan costs op by op) err by |N(0, 0.15)|,
+    Transformer-XL rows of the same scale and stack by |N(1.5, 0.3)| (the plan leaves out its
+    relative attention and adaptive softmax: `regimes.APPROXIMATE_PLANS`). A fused LoRA query with
+    no runs of its own backs off to its kind's pool; with Transformer-XL counted as a decoder that
+    pool's 90% quantile came from Transformer-XL's errors. As its own kind, the decoder query's
+    interval covers decoders at about its level and is a fraction as wide, and a Transformer-XL
+    query still gets an interval that covers Transformer-XL; nor do its errors enter the pools above
+    its kind ('1 device'), where a kind with no runs of its own backs off to."""
+    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
+    from perfmodel.learn.interval_policy import IntervalPolicy, TrainingDomain
+    from perfmodel.learn.regimes import regime_of
+
+    def feats(lora):
+        return {"num_gpus": 1, "num_nodes": 1, "lora_r": lora, "precision": "bf16", "arch": "decoder",
+                "recipe_fused_kinds": 3, "log_params_total": 9.5}  # fmt: skip
+
+    domain = TrainingDomain(gpus_seen=frozenset(), families_seen=frozenset(), vendors_seen=frozenset(),
+                            generations_seen=frozenset(), numeric_ranges={}, categories_seen={})  # fmt: skip
+    rng = np.random.default_rng(0)
+    llm = np.abs(rng.normal(0, 0.15, 60))
+    txl = np.abs(rng.normal(1.5, 0.3, 40))
+    scores = list(llm) + list(txl)
+    groups = [f"r{i}" for i in range(len(scores))]
+    sources = ["a"] * 30 + ["b"] * 30 + ["lambda"] * 40
+
+    def policy(families):
+        cells = [regime_of(feats(0), fam) for fam in families]
+        return IntervalPolicy(hardware_scores=sorted(scores), family_scores=[], domain=domain,
+                              regime_scores=mondrian_scores(scores, cells, groups, sources),
+                              regime_runs=mondrian_runs(cells, groups))  # fmt: skip
+
+    pooled = policy(["llama"] * 100)  # as before: Transformer-XL counted as a decoder
+    apart = policy(["llama"] * 60 + ["transformer-xl"] * 40)
+    lora_pooled, _ = pooled.regime_half_width(feats(16), 0.9, "llama")
+    lora_apart, _ = apart.regime_half_width(feats(16), 0.9, "llama")
+    fresh = np.abs(rng.normal(0, 0.15, 4000))
+    assert lora_pooled > 1.2  # the pool's tail is Transformer-XL's
+    assert lora_apart < lora_pooled / 2
+    assert 0.88 <= np.mean(fresh <= lora_apart) <= 1.0  # widened x1.25: thin evidence, covers
+    # a kind with no runs at all (an encoder) backs off to '1 device': the plan's errors stay out of it
+    encoder = {**feats(0), "arch": "encoder"}
+    assert apart.regime_half_width(encoder, 0.9, "bert")[0] < pooled.regime_half_width(encoder, 0.9, "bert")[0] / 2
+    txl_half, _ = apart.regime_half_width(feats(0), 0.9, "transformer-xl")
+    assert np.mean(np.abs(rng.normal(1.5, 0.3, 4000)) <= txl_half) >= 0.85
+    assert regime_of(feats(0), "transformer-xl")[1] == "approximate plan" != regime_of(feats(0), "llama")[1]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfmodel.learn.regimes import cell_keys
+from perfmodel.learn.regimes import pooled_keys
 
 if TYPE_CHECKING:
     from perfmodel.learn.regressor import LGBMConfig
@@ -134,7 +134,8 @@ def mondrian_scores(
 
     The rows of one run (logged windows, repeats) are one exchangeable unit, so each run counts
     once with the median of its rows' scores. Every run's score joins its own regime cell and
-    every coarser cell (`regimes.cell_keys`); the result maps cell key -> ascending scores, from
+    every coarser cell (`regimes.pooled_keys`: an approximate plan's runs stop at their kind); the
+    result maps cell key -> ascending scores, from
     which `conformal_quantile` gives each regime its half-width."""
     import numpy as np  # training only: the shipped model imports this module for conformal_quantile alone
     import pandas as pd
@@ -150,7 +151,7 @@ def mondrian_scores(
     )
     cells: dict[str, dict[str, list[float]]] = {}
     for score, regime, source in zip(per_run["score"], per_run["regime"], per_run["source"], strict=True):
-        for key in cell_keys(regime):
+        for key in pooled_keys(regime):
             cells.setdefault(key, {}).setdefault(source, []).append(float(score))
     cap = max_per_source if sources is not None else 10**12
     return {
@@ -167,6 +168,6 @@ def mondrian_runs(regimes: Any, run_groups: Any) -> dict[str, int]:
         first.setdefault(str(group), tuple(regime))
     runs: dict[str, int] = {}
     for regime in first.values():
-        for key in cell_keys(regime):
+        for key in pooled_keys(regime):
             runs[key] = runs.get(key, 0) + 1
     return dict(sorted(runs.items()))

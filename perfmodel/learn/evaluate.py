@@ -275,7 +275,7 @@ def predict_fold(
         }
     )
 
-    regimes = regime_frame(X_te).reset_index(drop=True)
+    regimes = regime_frame(X_te, families).reset_index(drop=True)
     for column in regimes.columns:
         out[column] = regimes[column].to_numpy()
     for c in CALIBRATION_LEVELS:

@@ -115,7 +115,8 @@ def _residuals(calibration: GroupedCalibration, groups: str) -> Residuals:
 
 
 def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> MondrianCells:
-    regimes = [regime_of(row) for row in X.to_dict("records")]
+    families = [str(f) for f in kept[FAMILY_COLUMN]]
+    regimes = [regime_of(row, fam) for row, fam in zip(X.to_dict("records"), families, strict=True)]
     groups = run_groups(kept)
     scored = [r for r, s in zip(regimes, calibration.row_scores, strict=True) if s == s]  # NaN: not scored
     scored_groups = [g for g, s in zip(groups, calibration.row_scores, strict=True) if s == s]

@@ -197,14 +197,15 @@ class IntervalPolicy:
         )
 
     def regime_half_width(
-        self, features: Mapping[str, Any], confidence: float
+        self, features: Mapping[str, Any], confidence: float, family: str | None = None
     ) -> tuple[float, tuple[str, ...]]:
-        """Half-width (log) from the residuals of the query's regime (Mondrian conformal): its own
-        cell when it has `min_runs_per_cell` runs, else the nearest coarser cell that does (or the
-        largest one), widened by `thin_evidence_widening`, with a warning naming what stands in."""
+        """Half-width (log) from the residuals of the query's regime (Mondrian conformal; `family`:
+        the model family, see `regimes.APPROXIMATE_PLANS`): its own cell when it has
+        `min_runs_per_cell` runs, else the nearest coarser cell that does (or the largest one),
+        widened by `thin_evidence_widening`, with a warning naming what stands in."""
         if not self.regime_scores:
             return self.half_width(confidence, "hardware")
-        keys = cell_keys(regime_of(features))
+        keys = cell_keys(regime_of(features, family))
 
         def runs(key: str) -> int:
             if self.regime_runs is not None:
@@ -261,7 +262,7 @@ class IntervalPolicy:
         """The query's half-width (log) after the policy, and every warning that explains it."""
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
             raise ConfigError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
-        q, level_warn = self.regime_half_width(query.features, confidence)
+        q, level_warn = self.regime_half_width(query.features, confidence, query.model_family)
         check = self.check(query)
         if check.new_family:
             q_fam, warn_fam = self.half_width(confidence, "family")

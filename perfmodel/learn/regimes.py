@@ -3,6 +3,8 @@
 A regime is (scale, kind, stack, method, precision, parameters bucket):
   scale      cpu (a host CPU) | 1 device | 1 node | multi-node (accelerators)
   kind       decoder (LLMs, encoder-decoders) | encoder (BERT, ViT) | cnn | other (MLPs, trees, ...)
+             | approximate plan (a model family whose kernel plan leaves out costs it is known to have:
+             `APPROXIMATE_PLANS`; its errors are the plan's, not a setup's)
   stack      eager (op by op, not compiled) | fused (hand-written fused kernels or torch.compile)
   method     full | LoRA | QLoRA
   precision  fp32 (fp32, tf32) | 16-bit (bf16, fp16 and their amp_ forms) | fp8
@@ -18,7 +20,7 @@ widened because the evidence is thin. Everything is read from the learned model'
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SCALES = ("cpu", "1 device", "1 node", "multi-node")
@@ -31,6 +33,19 @@ LEVELS = ("scale", "kind", "stack", "method", "precision", "params")
 """Regime fields from coarsest to finest: backing off drops them from the end."""
 MIN_RUNS_PER_CELL = 30
 """Measured runs (one vote per run) a regime needs before its own residuals set its interval."""
+APPROXIMATE_PLANS: dict[str, str] = {
+    "transformer-xl": "relative-position attention, the adaptive softmax and the segment memory are not "
+    "costed; the plan is a GPT-style decoder of the same size",
+    "ncf": "the embedding lookups and their sparse backward are not costed; the plan is the MLP tower",
+}
+"""Model families (the catalog's `family`) whose kernel plan is a stated approximation, with what it
+leaves out (README, "Accuracy"). Their held-out errors are the plan's (measured 2-8x slower than
+their plan on every accelerator and source) and say nothing about how far an LLM or an MLP that
+the plan does cost op by op can be off, so they form their own kind: pooled with decoders, they
+were 63-84% of the residuals of "1 device, decoder" and "1 device, decoder, fused", which set a
+10-14x interval for a one-GPU Liger, unsloth or torch.compile fine-tune with no runs of its own."""
+APPROXIMATE_KIND = "approximate plan"
+"""The regime kind of `APPROXIMATE_PLANS` families."""
 THIN_EVIDENCE_WIDENING = 1.25
 """Half-width multiplier when a query's own regime has fewer than MIN_RUNS_PER_CELL runs and a
 coarser regime's residuals stand in for it."""
@@ -45,8 +60,9 @@ def _number(features: Mapping[str, Any], name: str, default: float = 0.0) -> flo
     return default if math.isnan(value) else value
 
 
-def regime_of(features: Mapping[str, Any]) -> tuple[str, ...]:
-    """(scale, kind, stack, method, precision, params) of one feature row (`perfmodel.features` names)."""
+def regime_of(features: Mapping[str, Any], family: str | None = None) -> tuple[str, ...]:
+    """(scale, kind, stack, method, precision, params) of one feature row (`perfmodel.features` names)
+    of a model of `family` (the catalog's model family; None: not known, kind from the architecture)."""
     gpus = _number(features, "num_gpus", 1.0)
     nodes = _number(features, "num_nodes", 1.0)
     scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
@@ -59,6 +75,8 @@ def regime_of(features: Mapping[str, Any]) -> tuple[str, ...]:
     bucket = next(label for bound, label in PARAM_BUCKETS if params < bound)
     arch = str(features.get("arch"))
     kind = {"decoder": "decoder", "encoder-decoder": "decoder", "encoder": "encoder", "cnn": "cnn"}.get(arch, "other")
+    if family in APPROXIMATE_PLANS:
+        kind = APPROXIMATE_KIND
     eager = _number(features, "recipe_fused_kinds") == 0 and _number(features, "torch_compile") == 0
     return scale, kind, "eager" if eager else "fused", method, precision, bucket
 
@@ -68,17 +86,29 @@ def cell_keys(regime: tuple[str, ...]) -> list[str]:
     return ["|".join(regime[:k]) for k in range(len(regime), 0, -1)] + ["*"]
 
 
+def pooled_keys(regime: tuple[str, ...]) -> list[str]:
+    """The cells one measured run's residual joins: its own and every coarser one, except that a run
+    of an approximate plan stays out of the pools above its kind ('1 device', '*'): a query of
+    another kind that backs off that far must not take the plan's errors for a setup's."""
+    keys = cell_keys(regime)
+    if len(regime) > 1 and regime[1] == APPROXIMATE_KIND:
+        return keys[: len(regime) - 1]  # down to 'scale|approximate plan'
+    return keys
+
+
 def describe(key: str) -> str:
     """'1 device|QLoRA|16-bit' -> '1 device, QLoRA, 16-bit'."""
     return "all regimes" if key == "*" else key.replace("|", ", ")
 
 
-def regime_frame(X: Any) -> Any:
-    """A DataFrame with one column per regime field (and 'regime', all four joined) for feature frame X."""
+def regime_frame(X: Any, families: Sequence[str] | None = None) -> Any:
+    """A DataFrame with one column per regime field (and 'regime', all of them joined) for feature
+    frame X, whose rows are models of `families` (None: not known)."""
     # pandas: 0.3-0.8 s of a cold start, not on the prediction path
     import pandas as pd
 
-    regimes = [regime_of(row) for row in X.to_dict("records")]
+    fams = [None] * len(X) if families is None else [str(f) for f in families]
+    regimes = [regime_of(row, fam) for row, fam in zip(X.to_dict("records"), fams, strict=True)]
     frame = pd.DataFrame(regimes, columns=list(LEVELS), index=X.index)
     frame["regime"] = ["|".join(r) for r in regimes]
     return frame
