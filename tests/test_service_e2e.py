@@ -274,10 +274,22 @@ def test_the_page_predicts_a_catalog_model_and_draws_intervals_and_a_sweep(serve
     points = browser.js("document.querySelectorAll('#sweep-chart circle.sweep-point').length")
     assert points == 7
     assert browser.js("document.querySelector('#sweep-chart polygon.sweep-band') !== null")
+    # points the sweep moved onto its physics lines say why under the chart, as many as the API moved
+    moved = [p for p in httpx.post(server + "/v1/sweep", json=swept, timeout=60).json()["points"] if p.get("adjusted")]
+    assert browser.js("document.querySelectorAll('#sweep-notes li').length") == len(moved)
+    assert browser.js("document.querySelectorAll('#sweep-chart circle.adjusted').length") == len(moved)
 
     png = browser.screenshot()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     (tmp_path / "service.png").write_bytes(png)
+    # a moved point (the page's own renderer, fed one): its reason is its tooltip and a note line
+    browser.js("""renderSweep([{batch: 1, rate: {estimate: 10, low: 8, high: 12}, unit: 'tokens/s', fits: true, adjusted: ''},
+        {batch: 2, rate: {estimate: 12, low: 9, high: 15}, unit: 'tokens/s', fits: true,
+         adjusted: 'micro-batch 2 predicted slower than micro-batch 1'}])""")
+    assert browser.js("[...document.querySelectorAll('#sweep-notes li')].map(li => li.textContent)") == [
+        "micro-batch 2: micro-batch 2 predicted slower than micro-batch 1"
+    ]
+    assert browser.js("document.querySelector('#sweep-chart circle.adjusted title').textContent").startswith("micro-batch 2")
     keep = os.environ.get("PERFMODEL_E2E_SCREENSHOT")
     if keep:
         Path(keep).write_bytes(png)

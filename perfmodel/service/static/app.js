@@ -249,13 +249,28 @@ function renderSweep(points) {
     const x = X(p.batch);
     el("text", { x: x, y: height - pad.b + 16, "text-anchor": "middle" }, svg).textContent = String(p.batch);
     if (!p.rate) continue;
-    el("circle", { class: p.fits ? "sweep-point" : "sweep-point no-fit", cx: x, cy: Y(p.rate.estimate), r: 4,
-      fill: p.fits ? "var(--tick)" : "#fff", stroke: p.fits ? "var(--tick)" : "var(--bad)", "stroke-width": 2 }, svg);
+    const dot = el("circle", { class: (p.fits ? "sweep-point" : "sweep-point no-fit") + (p.adjusted ? " adjusted" : ""),
+      cx: x, cy: Y(p.rate.estimate), r: 4, fill: p.fits ? "var(--tick)" : "#fff",
+      stroke: p.fits ? "var(--tick)" : "var(--bad)", "stroke-width": 2 }, svg);
+    if (p.adjusted) el("title", {}, dot).textContent = p.adjusted;
   }
   el("text", { x: (width + pad.l) / 2, y: height - 6, "text-anchor": "middle" }, svg).textContent =
     "micro-batch size (hollow red: does not fit in memory)";
   el("text", { x: pad.l, y: 12 }, svg).textContent = `throughput, ${usable[0].unit} (band: interval)`;
   box.appendChild(svg);
+  // points the sweep moved onto its physics lines (perfmodel/decide/physics.py) say why, as the CLI does
+  const moved = usable.filter((p) => p.adjusted);
+  if (moved.length) {
+    const notes = document.createElement("ul");
+    notes.id = "sweep-notes";
+    notes.className = "muted";
+    for (const p of moved) {
+      const li = document.createElement("li");
+      li.textContent = `micro-batch ${p.batch}: ${p.adjusted}`;
+      notes.appendChild(li);
+    }
+    box.appendChild(notes);
+  }
 }
 
 async function sweepPoints(body) {
@@ -278,7 +293,8 @@ async function sweepPoints(body) {
   return raw.map(({ batch, outcome }) => {
     if (!outcome) return { batch: batch, rate: null, fits: false };
     const tokens = outcome.throughput_tokens_per_s;
-    return { batch: batch, rate: tokens || outcome.throughput_samples_per_s, unit: tokens ? "tokens/s" : "samples/s", fits: outcome.fits_in_memory };
+    return { batch: batch, rate: tokens || outcome.throughput_samples_per_s, unit: tokens ? "tokens/s" : "samples/s",
+      fits: outcome.fits_in_memory, adjusted: outcome.adjusted || "" };
   });
 }
 
