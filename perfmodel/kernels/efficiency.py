@@ -116,6 +116,7 @@ DEFAULTS: dict[str, float] = {
     **{f"eta_c.{v}": 1.5 for v in VENDORS},
     "eta_c.tensor": 0.0,
     "eta_c.power_slope": 0.3,
+    "r_c_flop_per_s_per_sm": 1e12,
     "k0.simt": 32.0,
     "k0.tensor": 64.0,
     "wave_exponent": 1.0,
@@ -148,7 +149,7 @@ def save_efficiency(params: EfficiencyParams, path: str | Path | None = None) ->
 _GROUPS = (
     ("streaming (memory-bound kinds)", ("eta_bw.", "r_sm_", "t_launch_s.")),
     ("kind factors F = exp(f) on streaming time", ("f.",)),
-    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "k0.", "wave_", "t_launch_gemm_s.")),
+    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "r_c_", "k0.", "wave_", "t_launch_gemm_s.")),
     ("GEMM-kind factors A = exp(a) on compute time", ("a.",)),
     ("timing protocol of each source (fitting only, never in kernel_time)", ("meas.",)),
 )
@@ -161,6 +162,7 @@ _MEANINGS = {
     "eta_c.tensor": "logit offset of tensor/matrix-core dtypes",
     "eta_c.power_slope": "logit slope per log(W per peak TFLOP/s)",
     "eta_c.tdp_slope": "logit slope per log(board W / 300 W)",
+    "r_c_": "SIMT FLOP/s one SM can feed (the per-SM cap on an fp32 GEMM's peak)",
     "eta_c.": "logit intercept of the large-matmul efficiency",
     "k0.": "inner dimension at which a tile's loop reaches half its speed",
     "wave_": "exponent on the wave-quantisation utilisation",
@@ -268,6 +270,7 @@ class Design:
     sm: np.ndarray
     log_w_per_tflop: np.ndarray  # log(tdp / peak TFLOP/s); 0 where the tdp is unknown
     log_tdp: np.ndarray  # log(tdp / 300 W); 0 where unknown
+    peak_per_sm: np.ndarray  # datasheet peak FLOP/s per SM (dtype); 0 where the SM count is unknown
     has_tdp: np.ndarray
     peak: np.ndarray
     eta_measured: np.ndarray  # nan where the accelerator has no measured ceiling for the dtype
@@ -315,7 +318,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     n = len(pairs)
     cols: dict[str, np.ndarray] = {
         name: np.zeros(n)
-        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
+        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "peak_per_sm", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
                      "launches", "flops", "bytes", "bytes_moved", "gemm_bytes", "floor")
     }  # fmt: skip
     parts = {name: np.zeros((n, MAX_PARTS)) for name in ("pm", "pn", "pk", "pb", "pflops")}
@@ -335,6 +338,8 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         cols["has_tdp"][i] = 1.0 if f.tdp_w > 0 else 0.0
         cols["log_w_per_tflop"][i] = math.log(f.tdp_w / (peak / 1e12)) if f.tdp_w > 0 else 0.0
         cols["log_tdp"][i] = math.log(f.tdp_w / 300.0) if f.tdp_w > 0 else 0.0
+        if gpu.sm_count > 0 and f.vendor != "cpu":  # a CPU core is not an SM: no feed cap
+            cols["peak_per_sm"][i] = peak / gpu.sm_count
         cols["eta_measured"][i] = np.nan if measured is None else measured
         cols["tensor"][i] = 1.0 if is_tensor(gpu, w.dtype) else 0.0
         cols["launches"][i], cols["flops"][i] = w.launches, w.flops
@@ -390,7 +395,10 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
         + _get(v, "eta_c.tdp_slope") * d.log_tdp[g]
     )
     measured = d.eta_measured[g]
-    eta = np.where(np.isnan(measured), 1.0 / (1.0 + np.exp(-logit)), measured)
+    # SIMT GEMMs: an SM feeds at most r_c FLOP/s from its shared memory and registers, however many
+    # fp32 lanes its datasheet counts (the doubled fp32 lanes of Ampere GA10x, Ada, Hopper)
+    feed = 1.0 / (1.0 + d.peak_per_sm[g] * (1.0 - d.tensor[g]) / _get(v, "r_c_flop_per_s_per_sm"))
+    eta = np.where(np.isnan(measured), feed / (1.0 + np.exp(-logit)), measured)
     a = np.exp(d.table_of("a.", "kind_variant", v)[g] + d.table_of("a.", "phase_key", v)[g])
     k0 = np.where(d.tensor[g] > 0, _get(v, "k0.tensor"), _get(v, "k0.simt"))
     has = d.pm[g] > 0
