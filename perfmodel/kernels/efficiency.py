@@ -391,8 +391,10 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     logit = per_vendor["eta_c"][g] + tensor_offset[g] * d.tensor[g]
     logit = (
         logit
-        + _get(v, "eta_c.power_slope") * d.log_w_per_tflop[g]
-        + _get(v, "eta_c.tdp_slope") * d.log_tdp[g]
+        + np.where(d.tensor[g] > 0, v.get("eta_c.power_slope.tensor", _get(v, "eta_c.power_slope")),
+                   _get(v, "eta_c.power_slope")) * d.log_w_per_tflop[g]
+        + np.where(d.tensor[g] > 0, v.get("eta_c.tdp_slope.tensor", _get(v, "eta_c.tdp_slope")),
+                   _get(v, "eta_c.tdp_slope")) * d.log_tdp[g]
     )
     measured = d.eta_measured[g]
     # SIMT GEMMs: an SM feeds at most r_c FLOP/s from its shared memory and registers, however many

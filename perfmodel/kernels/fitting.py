@@ -121,6 +121,10 @@ def _params_for(d: Design) -> list[_Param]:
     if (no_meas & (d.log_w_per_tflop != 0)).any():
         out.append(_Param("eta_c.power_slope", "id", no_meas & (d.log_w_per_tflop != 0)))
         out.append(_Param("eta_c.tdp_slope", "id", no_meas & (d.log_w_per_tflop != 0)))
+    tensor_power = no_meas & (d.log_w_per_tflop != 0) & (d.tensor > 0)
+    if tensor_power.any() and (no_meas & (d.log_w_per_tflop != 0) & (d.tensor == 0)).any():
+        out.append(_Param("eta_c.power_slope.tensor", "id", tensor_power))
+        out.append(_Param("eta_c.tdp_slope.tensor", "id", tensor_power))
     simt_rows = no_meas & (d.tensor == 0) & (d.peak_per_sm > 0)
     if simt_rows.any():
         out.append(_Param("r_c_flop_per_s_per_sm", "log", simt_rows))
