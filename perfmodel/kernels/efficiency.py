@@ -368,6 +368,35 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     )
 
 
+TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32), (32, 64), (32, 32))
+"""Output tiles (rows x columns) a GEMM library chooses among."""
+
+
+def tile_efficiency(
+    m: np.ndarray, n: np.ndarray, b: np.ndarray, sm: np.ndarray, v: dict[str, float]
+) -> np.ndarray:
+    """The best tile's share of the 128 x 128 tile's speed on each (M, N, batch) GEMM: wave
+    utilisation (work / (waves x sm_count x tile)) ^ wave_exponent, times the tile's own speed
+    (1 + c / 64) / (1 + c (1 / tm + 1 / tn)): per FLOP, a tm x tn tile loads (tm + tn) / (tm tn)
+    operands, so small tiles feed their lanes worse (c = `tile_feed`, in elements; 0: any tile runs
+    at full speed). A 128 x 128 tile always takes part, so without `tile_feed` it is the old term."""
+    gamma = _get(v, "wave_exponent")
+    c = v.get("tile_feed", None)
+    tiles = TILES if c is not None else TILES[:1]
+    best = np.zeros(np.broadcast(m, n, b, sm).shape)
+    for tm, tn in tiles:
+        if c is None:  # the single-tile term: padding and waves together, softened by gamma
+            waves = np.ceil(np.ceil(m / tm) * np.ceil(n / tn) * b / sm)
+            best = np.minimum(1.0, m * n * b / (waves * sm * tm * tn)) ** gamma
+            continue
+        count = np.ceil(m / tm) * np.ceil(n / tn)
+        pad = m * n / (count * tm * tn)  # a tile's padded rows and columns are computed in full
+        wave = count * b / (np.ceil(count * b / sm) * sm)  # the last wave's idle SMs
+        own = (1.0 + c / 64.0) / (1.0 + c * (1.0 / tm + 1.0 / tn))
+        best = np.maximum(best, own * pad * wave**gamma)
+    return best
+
+
 def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     """Predicted device seconds of every row of `d` with parameter values `v` (before the floor)."""
     vendor = d.vendor.astype(int)
@@ -406,9 +435,7 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     has = d.pm[g] > 0
     m, n, k, b = (np.where(has, x[g], 1.0) for x in (d.pm, d.pn, d.pk, d.pb))
     sm = d.sm[g][:, None]
-    waves = np.ceil(np.ceil(m / TILE) * np.ceil(n / TILE) * b / sm)
-    util = np.minimum(1.0, m * n * b / (waves * sm * TILE * TILE))
-    eff = (eta / a)[:, None] * util ** _get(v, "wave_exponent") * k / (k + k0[:, None])
+    eff = (eta / a)[:, None] * tile_efficiency(m, n, b, sm, v) * k / (k + k0[:, None])
     t_c = d.pflops[g] / (d.peak[g][:, None] * eff)
     share = d.pflops[g] / np.maximum(d.flops[g], 1.0)[:, None]
     t_m = (d.gemm_bytes[g] * inv_bw[g])[:, None] * share
