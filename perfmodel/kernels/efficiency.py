@@ -116,7 +116,6 @@ DEFAULTS: dict[str, float] = {
     **{f"eta_c.{v}": 1.5 for v in VENDORS},
     "eta_c.tensor": 0.0,
     "eta_c.power_slope": 0.3,
-    "r_c_flop_per_s_per_sm": 1e12,
     "k0.simt": 32.0,
     "k0.tensor": 64.0,
     "wave_exponent": 1.0,
@@ -428,7 +427,8 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     measured = d.eta_measured[g]
     # SIMT GEMMs: an SM feeds at most r_c FLOP/s from its shared memory and registers, however many
     # fp32 lanes its datasheet counts (the doubled fp32 lanes of Ampere GA10x, Ada, Hopper)
-    feed = 1.0 / (1.0 + d.peak_per_sm[g] * (1.0 - d.tensor[g]) / _get(v, "r_c_flop_per_s_per_sm"))
+    r_c = v.get("r_c_flop_per_s_per_sm")
+    feed = 1.0 if r_c is None else 1.0 / (1.0 + d.peak_per_sm[g] * (1.0 - d.tensor[g]) / r_c)
     eta = np.where(np.isnan(measured), feed / (1.0 + np.exp(-logit)), measured)
     a = np.exp(d.table_of("a.", "kind_variant", v)[g] + d.table_of("a.", "phase_key", v)[g])
     k0 = np.where(d.tensor[g] > 0, _get(v, "k0.tensor"), _get(v, "k0.simt"))

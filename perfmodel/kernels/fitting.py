@@ -62,7 +62,7 @@ DEVICE_TIME_SOURCES = (
 """Sources whose times are device time already: MAMF's time is 2MNK / its TFLOP/s (back-to-back
 calls), the FA2 table publishes kernel ms, the collectors time back-to-back calls between syncs."""
 PROTOCOL_DEFAULTS = {"meas.host_s_per_launch": 5e-6, "meas.overhead_s": 10e-6}
-FIT_STARTS = {"tile_feed": 32.0}
+FIT_STARTS = {"tile_feed": 32.0, "r_c_flop_per_s_per_sm": 1e12}
 """Starting values of parameters that are absent from `DEFAULTS` (absent = the term is off)."""
 
 
