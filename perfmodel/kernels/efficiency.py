@@ -148,7 +148,7 @@ def save_efficiency(params: EfficiencyParams, path: str | Path | None = None) ->
 _GROUPS = (
     ("streaming (memory-bound kinds)", ("eta_bw.", "r_sm_", "t_launch_s.")),
     ("kind factors F = exp(f) on streaming time", ("f.",)),
-    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "r_c_", "k0.", "wave_", "t_launch_gemm_s.")),
+    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "r_c_", "k0.", "wave_", "tile_", "t_launch_gemm_s.")),
     ("GEMM-kind factors A = exp(a) on compute time", ("a.",)),
     ("timing protocol of each source (fitting only, never in kernel_time)", ("meas.",)),
 )
@@ -165,6 +165,7 @@ _MEANINGS = {
     "eta_c.": "logit intercept of the large-matmul efficiency",
     "k0.": "inner dimension at which a tile's loop reaches half its speed",
     "wave_": "exponent on the wave-quantisation utilisation",
+    "tile_": "operand-feed cost of a tile (elements): a tm x tn tile runs at (1 + c/64) / (1 + c (1/tm + 1/tn))",
     "a.": "divisor of the matmul efficiency",
     "meas.host": "host seconds per launch the benchmark's dispatch costs",
     "meas.overhead": "fixed latency per timed call",
