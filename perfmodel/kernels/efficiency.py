@@ -10,7 +10,7 @@ The model, per call (seconds):
     GEMM-like kinds (matmul, conv, attention), summed over the GEMMs the call runs (forward; the
     data and weight gradients in backward):
         t = launches * t_launch_gemm[vendor] + sum_parts max(t_compute, t_memory) (+ extra traffic)
-        t_compute = flops / (peak[dtype] * eta_max * util^gamma * k / (k + k0[class]) * A[kind, phase])
+        t_compute = flops / (peak[dtype] * eta_max * tile * k / (k + k0[class]) * A[kind, phase])
         t_memory  = bytes * (1 / (bw * eta_bw[vendor]) + 1 / (sm_count * r_sm))
     seconds = max(t, floor),  floor = max(flops / datasheet peak[dtype], bytes / datasheet bandwidth)
 
@@ -21,8 +21,16 @@ The model, per call (seconds):
   where the accelerator has a measured ceiling, else `sigmoid(c[vendor] + c_tensor[vendor] [tensor
   cores] + s * log(tdp_w / peak_tflops) + s_w * log(tdp_w / 300 W))`: power-limited parts (70 W
   L4, T4, P4) do not hold their boost clock under a long matmul. The fit learns this function from every matmul row, measured ceilings ignored.
-- `util`: wave quantisation of 128 x 128 output tiles over the SMs (work / (waves * sm_count *
-  128^2)); `k / (k + k0)`: the prologue/epilogue of each tile against its inner loop.
+  On SIMT dtypes (fp32) eta_max is also divided by (1 + peak per SM / r_c): an SM feeds its lanes
+  at most r_c FLOP/s from shared memory and registers, so the doubled fp32 lanes of Ampere GA10x,
+  Ada and Hopper count for less than the datasheet says (tensor-core dtypes are left alone). The
+  power and board-W slopes of tensor-core dtypes are fitted apart from the SIMT ones.
+- `tile`: the best of a few output tiles (128 x 128 down to 32 x 32) for the GEMM's M, N and batch:
+  padding x (wave utilisation)^gamma x the tile's own speed (1 + c/64) / (1 + c (1/tm + 1/tn))
+  (c = `tile_feed`: a small tile loads more operands per FLOP). A skinny GEMM (N = 32) takes a
+  narrow tile instead of computing a 128-wide one that is three quarters padding. Parameter files
+  without `tile_feed` keep the single 128 x 128 tile, util^gamma. `k / (k + k0)`: the
+  prologue/epilogue of each tile against its inner loop.
 - `F` = exp(f[kind] + f[kind, variant] + f[impl] + f[impl, phase]): how much slower than streaming
   `bytes_moved` a kind's kernels run (reductions, random numbers, index sorts; a backward re-reads
   what its ideal byte count does not include, and a fused backward reduces its weight gradient
