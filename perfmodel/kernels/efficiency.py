@@ -426,13 +426,12 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
         vendor
     ]
     logit = per_vendor["eta_c"][g] + tensor_offset[g] * d.tensor[g]
-    logit = (
-        logit
-        + np.where(d.tensor[g] > 0, v.get("eta_c.power_slope.tensor", _get(v, "eta_c.power_slope")),
-                   _get(v, "eta_c.power_slope")) * d.log_w_per_tflop[g]
-        + np.where(d.tensor[g] > 0, v.get("eta_c.tdp_slope.tensor", _get(v, "eta_c.tdp_slope")),
-                   _get(v, "eta_c.tdp_slope")) * d.log_tdp[g]
-    )
+    # power and board-W slopes: tensor-core dtypes have their own (absent: the SIMT ones)
+    power, tdp = _get(v, "eta_c.power_slope"), _get(v, "eta_c.tdp_slope")
+    tensor = d.tensor[g] > 0
+    power_slope = np.where(tensor, v.get("eta_c.power_slope.tensor", power), power)
+    tdp_slope = np.where(tensor, v.get("eta_c.tdp_slope.tensor", tdp), tdp)
+    logit = logit + power_slope * d.log_w_per_tflop[g] + tdp_slope * d.log_tdp[g]
     measured = d.eta_measured[g]
     # SIMT GEMMs: an SM feeds at most r_c FLOP/s from its shared memory and registers, however many
     # fp32 lanes its datasheet counts (the doubled fp32 lanes of Ampere GA10x, Ada, Hopper)
