@@ -182,5 +182,9 @@ streaming / GEMM terms.
 Why the target is not met: a kind measured on two or three accelerators (loss, rotary, the fused
 kernels) is predicted for one of them from the other one or two, and each generation's eager
 kernels reach a different share of their bandwidth (B200's eager PyTorch kernels 16-27% of 8 TB/s,
-an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand.
+an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand. Matmul: within one
+held-out accelerator the error is ~11% (each accelerator's median bias taken out); the rest is
+each accelerator's level, the largest L4's fp32 GEMMs at ~27% of the datasheet fp32 peak (72 W;
+the model, fitted on the others, expects ~60%), and skinny batched GEMMs (N <= 64), which run
+slower than their tile and bandwidth terms say.
 """.splitlines()
