@@ -203,7 +203,7 @@ TRUE = EfficiencyParams(
         "t_launch_s.nvidia": 3e-6, "t_launch_gemm_s.nvidia": 6e-6, "eta_bw.nvidia": 0.82, "r_sm_bytes_per_s": 25e9,
         "f.norm": 0.35, "f.norm/layer": 0.1, "f.activation": -0.05, "f.elementwise": 0.0, "f.elementwise/softmax": 0.2,
         "eta_c.nvidia": 1.2, "eta_c.tensor.nvidia": 0.3, "eta_c.power_slope": 0.4, "eta_c.tdp_slope": 0.2,
-        "k0.simt": 24.0, "k0.tensor": 48.0, "wave_exponent": 0.8,
+        "k0.simt": 24.0, "k0.tensor": 48.0, "wave_exponent": 0.8, "tile_feed": 64.0, "r_c_flop_per_s_per_sm": 1.2e12,
     }
 )  # fmt: skip
 """The truth the synthetic rows are made from (names as in perfmodel/kernels/efficiency.py)."""
@@ -299,3 +299,55 @@ def test_the_held_out_table_is_a_dataframe_per_kind_and_the_cli_prints_it() -> N
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert {r["kernel_kind"] for r in doc["by_kind"]} == set(by_kind["kernel_kind"])
+
+
+# --- GEMM terms, worked by hand ---------------------------------------------------------------------
+
+
+def test_a_skinny_gemm_takes_the_tile_that_its_shape_and_the_sm_count_favour() -> None:
+    from perfmodel.kernels.efficiency import tile_efficiency
+
+    one = np.ones(1)
+    v = {"wave_exponent": 1.0, "tile_feed": 32.0}
+    # M=4096, N=32 on 108 SMs. A 64 x 32 tile: 64 tiles, no padding, one wave of 64 / 108 SMs busy,
+    # its own speed (1 + 32/64) / (1 + 32 (1/64 + 1/32)) = 1.5 / 2.5; the 128 x 128 tile pads N to 128
+    # (x 0.25) and fills 32 of 108 SMs; the 32 x 32 tile needs 2 waves (128 / 216) at 1.5 / 3.
+    skinny = tile_efficiency(4096 * one, 32 * one, one, 108 * one, v)
+    assert skinny[0] == pytest.approx(1.5 / 2.5 * 64 / 108)
+    # Without a tile_feed the model keeps its single 128 x 128 tile: 4096*32 / (1 wave * 108 * 128^2)
+    assert tile_efficiency(4096 * one, 32 * one, one, 108 * one, {"wave_exponent": 1.0})[0] == pytest.approx(
+        4096 * 32 / (108 * 128 * 128)
+    )
+    # A large square GEMM keeps the 128 x 128 tile: 1,024 tiles in 10 waves of 108
+    square = tile_efficiency(4096 * one, 4096 * one, one, 108 * one, v)
+    assert square[0] == pytest.approx(1024 / 1080)
+
+
+def test_an_fp32_gemm_runs_at_the_flops_an_sm_can_feed_and_a_tensor_gemm_does_not() -> None:
+    a100 = get_gpu("A100-PCIe-40GB")  # 19.5 TFLOP/s fp32 over 108 SMs, no measured ceiling
+    assert not a100.measured
+    per_sm = 19.5e12 / 108
+    base = {"eta_c.nvidia": 40.0, "eta_c.power_slope": 0.0, "eta_c.tdp_slope": 0.0, "k0.simt": 1e-9,
+            "k0.tensor": 1e-9, "wave_exponent": 1.0, "t_launch_gemm_s.nvidia": 0.0}  # fmt: skip
+    capped = EfficiencyParams(values={**base, "r_c_flop_per_s_per_sm": per_sm})  # feed = 1 / (1 + 1)
+    work = W.matmul_work(8192, 8192, 8192, "fp32")
+    # 64 x 64 tiles of 128 x 128 over 108 SMs: 38 waves, utilisation 4096 / (38 * 108)
+    expected = 2 * 8192**3 / (19.5e12 * 0.5 * 4096 / (38 * 108))
+    assert kernel_time(work, a100, capped).seconds == pytest.approx(expected, rel=1e-9)
+    uncapped = EfficiencyParams(values=base)
+    assert kernel_time(work, a100, uncapped).seconds == pytest.approx(expected / 2, rel=1e-9)
+    bf16 = W.matmul_work(8192, 8192, 8192, "bf16")  # tensor cores: the SIMT feed cap does not apply
+    assert kernel_time(bf16, a100, capped).seconds == kernel_time(bf16, a100, uncapped).seconds
+
+
+def test_tensor_core_gemms_have_their_own_power_slope() -> None:
+    l4 = get_gpu("L4")  # 72 W: log(72 W / 121 TFLOP/s) bf16, log(72 W / 30.3 TFLOP/s) fp32
+    base = {"eta_c.nvidia": 1.0, "eta_c.power_slope": 0.0, "eta_c.tdp_slope": 0.0, "k0.simt": 1e-9,
+            "k0.tensor": 1e-9, "wave_exponent": 1.0, "t_launch_gemm_s.nvidia": 0.0}  # fmt: skip
+    tilted = EfficiencyParams(values={**base, "eta_c.power_slope.tensor": 0.5})
+    flat = EfficiencyParams(values=base)
+    fp32, bf16 = W.matmul_work(8192, 8192, 8192, "fp32"), W.matmul_work(8192, 8192, 8192, "bf16")
+    assert kernel_time(fp32, l4, tilted).seconds == kernel_time(fp32, l4, flat).seconds
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    ratio = kernel_time(bf16, l4, flat).seconds / kernel_time(bf16, l4, tilted).seconds
+    assert ratio == pytest.approx(sig(1.0 + 0.5 * math.log(72 / 121)) / sig(1.0), rel=1e-9)

@@ -10,7 +10,7 @@ The model, per call (seconds):
     GEMM-like kinds (matmul, conv, attention), summed over the GEMMs the call runs (forward; the
     data and weight gradients in backward):
         t = launches * t_launch_gemm[vendor] + sum_parts max(t_compute, t_memory) (+ extra traffic)
-        t_compute = flops / (peak[dtype] * eta_max * util^gamma * k / (k + k0[class]) * A[kind, phase])
+        t_compute = flops / (peak[dtype] * eta_max * tile * k / (k + k0[class]) * A[kind, phase])
         t_memory  = bytes * (1 / (bw * eta_bw[vendor]) + 1 / (sm_count * r_sm))
     seconds = max(t, floor),  floor = max(flops / datasheet peak[dtype], bytes / datasheet bandwidth)
 
@@ -21,8 +21,16 @@ The model, per call (seconds):
   where the accelerator has a measured ceiling, else `sigmoid(c[vendor] + c_tensor[vendor] [tensor
   cores] + s * log(tdp_w / peak_tflops) + s_w * log(tdp_w / 300 W))`: power-limited parts (70 W
   L4, T4, P4) do not hold their boost clock under a long matmul. The fit learns this function from every matmul row, measured ceilings ignored.
-- `util`: wave quantisation of 128 x 128 output tiles over the SMs (work / (waves * sm_count *
-  128^2)); `k / (k + k0)`: the prologue/epilogue of each tile against its inner loop.
+  On SIMT dtypes (fp32) eta_max is also divided by (1 + peak per SM / r_c): an SM feeds its lanes
+  at most r_c FLOP/s from shared memory and registers, so the doubled fp32 lanes of Ampere GA10x,
+  Ada and Hopper count for less than the datasheet says (tensor-core dtypes are left alone). The
+  power and board-W slopes of tensor-core dtypes are fitted apart from the SIMT ones.
+- `tile`: the best of a few output tiles (128 x 128 down to 32 x 32) for the GEMM's M, N and batch:
+  padding x (wave utilisation)^gamma x the tile's own speed (1 + c/64) / (1 + c (1/tm + 1/tn))
+  (c = `tile_feed`: a small tile loads more operands per FLOP). A skinny GEMM (N = 32) takes a
+  narrow tile instead of computing a 128-wide one that is three quarters padding. Parameter files
+  without `tile_feed` keep the single 128 x 128 tile, util^gamma. `k / (k + k0)`: the
+  prologue/epilogue of each tile against its inner loop.
 - `F` = exp(f[kind] + f[kind, variant] + f[impl] + f[impl, phase]): how much slower than streaming
   `bytes_moved` a kind's kernels run (reductions, random numbers, index sorts; a backward re-reads
   what its ideal byte count does not include, and a fused backward reduces its weight gradient
@@ -148,7 +156,7 @@ def save_efficiency(params: EfficiencyParams, path: str | Path | None = None) ->
 _GROUPS = (
     ("streaming (memory-bound kinds)", ("eta_bw.", "r_sm_", "t_launch_s.")),
     ("kind factors F = exp(f) on streaming time", ("f.",)),
-    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "k0.", "wave_", "t_launch_gemm_s.")),
+    ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "r_c_", "k0.", "wave_", "tile_", "t_launch_gemm_s.")),
     ("GEMM-kind factors A = exp(a) on compute time", ("a.",)),
     ("timing protocol of each source (fitting only, never in kernel_time)", ("meas.",)),
 )
@@ -161,9 +169,11 @@ _MEANINGS = {
     "eta_c.tensor": "logit offset of tensor/matrix-core dtypes",
     "eta_c.power_slope": "logit slope per log(W per peak TFLOP/s)",
     "eta_c.tdp_slope": "logit slope per log(board W / 300 W)",
+    "r_c_": "SIMT FLOP/s one SM can feed (the per-SM cap on an fp32 GEMM's peak)",
     "eta_c.": "logit intercept of the large-matmul efficiency",
     "k0.": "inner dimension at which a tile's loop reaches half its speed",
     "wave_": "exponent on the wave-quantisation utilisation",
+    "tile_": "operand-feed cost of a tile (elements): a tm x tn tile runs at (1 + c/64) / (1 + c (1/tm + 1/tn))",
     "a.": "divisor of the matmul efficiency",
     "meas.host": "host seconds per launch the benchmark's dispatch costs",
     "meas.overhead": "fixed latency per timed call",
@@ -268,6 +278,7 @@ class Design:
     sm: np.ndarray
     log_w_per_tflop: np.ndarray  # log(tdp / peak TFLOP/s); 0 where the tdp is unknown
     log_tdp: np.ndarray  # log(tdp / 300 W); 0 where unknown
+    peak_per_sm: np.ndarray  # datasheet peak FLOP/s per SM (dtype); 0 where the SM count is unknown
     has_tdp: np.ndarray
     peak: np.ndarray
     eta_measured: np.ndarray  # nan where the accelerator has no measured ceiling for the dtype
@@ -315,7 +326,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     n = len(pairs)
     cols: dict[str, np.ndarray] = {
         name: np.zeros(n)
-        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
+        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "peak_per_sm", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
                      "launches", "flops", "bytes", "bytes_moved", "gemm_bytes", "floor")
     }  # fmt: skip
     parts = {name: np.zeros((n, MAX_PARTS)) for name in ("pm", "pn", "pk", "pb", "pflops")}
@@ -335,6 +346,8 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         cols["has_tdp"][i] = 1.0 if f.tdp_w > 0 else 0.0
         cols["log_w_per_tflop"][i] = math.log(f.tdp_w / (peak / 1e12)) if f.tdp_w > 0 else 0.0
         cols["log_tdp"][i] = math.log(f.tdp_w / 300.0) if f.tdp_w > 0 else 0.0
+        if gpu.sm_count > 0 and f.vendor != "cpu":  # a CPU core is not an SM: no feed cap
+            cols["peak_per_sm"][i] = peak / gpu.sm_count
         cols["eta_measured"][i] = np.nan if measured is None else measured
         cols["tensor"][i] = 1.0 if is_tensor(gpu, w.dtype) else 0.0
         cols["launches"][i], cols["flops"][i] = w.launches, w.flops
@@ -363,6 +376,35 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     )
 
 
+TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32), (32, 64), (32, 32))
+"""Output tiles (rows x columns) a GEMM library chooses among."""
+
+
+def tile_efficiency(
+    m: np.ndarray, n: np.ndarray, b: np.ndarray, sm: np.ndarray, v: dict[str, float]
+) -> np.ndarray:
+    """The best tile's share of the 128 x 128 tile's speed on each (M, N, batch) GEMM: wave
+    utilisation (work / (waves x sm_count x tile)) ^ wave_exponent, times the tile's own speed
+    (1 + c / 64) / (1 + c (1 / tm + 1 / tn)): per FLOP, a tm x tn tile loads (tm + tn) / (tm tn)
+    operands, so small tiles feed their lanes worse (c = `tile_feed`, in elements; 0: any tile runs
+    at full speed). A 128 x 128 tile always takes part, so without `tile_feed` it is the old term."""
+    gamma = _get(v, "wave_exponent")
+    c = v.get("tile_feed", None)
+    tiles = TILES if c is not None else TILES[:1]
+    best = np.zeros(np.broadcast(m, n, b, sm).shape)
+    for tm, tn in tiles:
+        if c is None:  # the single-tile term: padding and waves together, softened by gamma
+            waves = np.ceil(np.ceil(m / tm) * np.ceil(n / tn) * b / sm)
+            best = np.minimum(1.0, m * n * b / (waves * sm * tm * tn)) ** gamma
+            continue
+        count = np.ceil(m / tm) * np.ceil(n / tn)
+        pad = m * n / (count * tm * tn)  # a tile's padded rows and columns are computed in full
+        wave = count * b / (np.ceil(count * b / sm) * sm)  # the last wave's idle SMs
+        own = (1.0 + c / 64.0) / (1.0 + c * (1.0 / tm + 1.0 / tn))
+        best = np.maximum(best, own * pad * wave**gamma)
+    return best
+
+
 def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     """Predicted device seconds of every row of `d` with parameter values `v` (before the floor)."""
     vendor = d.vendor.astype(int)
@@ -384,21 +426,24 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
         vendor
     ]
     logit = per_vendor["eta_c"][g] + tensor_offset[g] * d.tensor[g]
-    logit = (
-        logit
-        + _get(v, "eta_c.power_slope") * d.log_w_per_tflop[g]
-        + _get(v, "eta_c.tdp_slope") * d.log_tdp[g]
-    )
+    # power and board-W slopes: tensor-core dtypes have their own (absent: the SIMT ones)
+    power, tdp = _get(v, "eta_c.power_slope"), _get(v, "eta_c.tdp_slope")
+    tensor = d.tensor[g] > 0
+    power_slope = np.where(tensor, v.get("eta_c.power_slope.tensor", power), power)
+    tdp_slope = np.where(tensor, v.get("eta_c.tdp_slope.tensor", tdp), tdp)
+    logit = logit + power_slope * d.log_w_per_tflop[g] + tdp_slope * d.log_tdp[g]
     measured = d.eta_measured[g]
-    eta = np.where(np.isnan(measured), 1.0 / (1.0 + np.exp(-logit)), measured)
+    # SIMT GEMMs: an SM feeds at most r_c FLOP/s from its shared memory and registers, however many
+    # fp32 lanes its datasheet counts (the doubled fp32 lanes of Ampere GA10x, Ada, Hopper)
+    r_c = v.get("r_c_flop_per_s_per_sm")
+    feed = 1.0 if r_c is None else 1.0 / (1.0 + d.peak_per_sm[g] * (1.0 - d.tensor[g]) / r_c)
+    eta = np.where(np.isnan(measured), feed / (1.0 + np.exp(-logit)), measured)
     a = np.exp(d.table_of("a.", "kind_variant", v)[g] + d.table_of("a.", "phase_key", v)[g])
     k0 = np.where(d.tensor[g] > 0, _get(v, "k0.tensor"), _get(v, "k0.simt"))
     has = d.pm[g] > 0
     m, n, k, b = (np.where(has, x[g], 1.0) for x in (d.pm, d.pn, d.pk, d.pb))
     sm = d.sm[g][:, None]
-    waves = np.ceil(np.ceil(m / TILE) * np.ceil(n / TILE) * b / sm)
-    util = np.minimum(1.0, m * n * b / (waves * sm * TILE * TILE))
-    eff = (eta / a)[:, None] * util ** _get(v, "wave_exponent") * k / (k + k0[:, None])
+    eff = (eta / a)[:, None] * tile_efficiency(m, n, b, sm, v) * k / (k + k0[:, None])
     t_c = d.pflops[g] / (d.peak[g][:, None] * eff)
     share = d.pflops[g] / np.maximum(d.flops[g], 1.0)[:, None]
     t_m = (d.gemm_bytes[g] * inv_bw[g])[:, None] * share

@@ -150,9 +150,12 @@ The model (perfmodel/kernels/efficiency.py; `perfmodel kernels show` prints its 
 memory-bound kinds stream `bytes_moved` (what the eager modules really dispatch, counted by
 bench/kernel_census.py) at the datasheet bandwidth times a vendor share, capped per SM, times a
 factor per kind, variant, implementation and phase, plus a time per launch; GEMM-like kinds run
-each of their GEMMs at `peak x eta_max x wave utilisation x k / (k + k0)`, where `eta_max` is the
+each of their GEMMs at `peak x eta_max x tile x k / (k + k0)`, where `eta_max` is the
 measured matmul ceiling when the catalog has one and otherwise a logistic function of the vendor,
-tensor cores, W per peak TFLOP/s and board W. Nothing reads an accelerator's name. The fit
+tensor cores, W per peak TFLOP/s and board W (slopes apart for tensor-core dtypes), over
+(1 + peak per SM / r_c) on fp32 (an SM feeds only so many FLOP/s, however many lanes it has), and
+`tile` is the best of a few output tiles for the GEMM's shape (padding, waves over the SMs, and a
+small tile's operand-feed cost). Nothing reads an accelerator's name. The fit
 (perfmodel/kernels/fitting.py) is log-time least squares with scipy; each source's timing protocol
 (a fixed latency per timed call, the host's dispatch rate) is fitted apart and is not part of
 `kernel_time`.
@@ -179,5 +182,9 @@ streaming / GEMM terms.
 Why the target is not met: a kind measured on two or three accelerators (loss, rotary, the fused
 kernels) is predicted for one of them from the other one or two, and each generation's eager
 kernels reach a different share of their bandwidth (B200's eager PyTorch kernels 16-27% of 8 TB/s,
-an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand.
+an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand. Matmul: within one
+held-out accelerator the error is ~11% (each accelerator's median bias taken out); the rest is
+each accelerator's level, the largest L4's fp32 GEMMs at ~27% of the datasheet fp32 peak (72 W;
+the model, fitted on the others, expects ~60%), and skinny batched GEMMs (N <= 64), which run
+slower than their tile and bandwidth terms say.
 """.splitlines()

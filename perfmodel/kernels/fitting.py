@@ -62,6 +62,8 @@ DEVICE_TIME_SOURCES = (
 """Sources whose times are device time already: MAMF's time is 2MNK / its TFLOP/s (back-to-back
 calls), the FA2 table publishes kernel ms, the collectors time back-to-back calls between syncs."""
 PROTOCOL_DEFAULTS = {"meas.host_s_per_launch": 5e-6, "meas.overhead_s": 10e-6}
+FIT_STARTS = {"tile_feed": 32.0, "r_c_flop_per_s_per_sm": 1e12}
+"""Starting values of parameters that are absent from `DEFAULTS` (absent = the term is off)."""
 
 
 @dataclass(frozen=True)
@@ -121,11 +123,19 @@ def _params_for(d: Design) -> list[_Param]:
     if (no_meas & (d.log_w_per_tflop != 0)).any():
         out.append(_Param("eta_c.power_slope", "id", no_meas & (d.log_w_per_tflop != 0)))
         out.append(_Param("eta_c.tdp_slope", "id", no_meas & (d.log_w_per_tflop != 0)))
+    tensor_power = no_meas & (d.log_w_per_tflop != 0) & (d.tensor > 0)
+    if tensor_power.any() and (no_meas & (d.log_w_per_tflop != 0) & (d.tensor == 0)).any():
+        out.append(_Param("eta_c.power_slope.tensor", "id", tensor_power))
+        out.append(_Param("eta_c.tdp_slope.tensor", "id", tensor_power))
+    simt_rows = no_meas & (d.tensor == 0) & (d.peak_per_sm > 0)
+    if simt_rows.any():
+        out.append(_Param("r_c_flop_per_s_per_sm", "log", simt_rows))
     for cls, mask in (("simt", gemm & (d.tensor == 0)), ("tensor", gemm & (d.tensor > 0))):
         if mask.any():
             out.append(_Param(f"k0.{cls}", "log", mask))
     if gemm.any():
         out.append(_Param("wave_exponent", "log", gemm))
+        out.append(_Param("tile_feed", "log", gemm))
     for cat in ("kind_variant", "phase_key"):
         for code, level in enumerate(d.levels[cat]):
             rows = (d.codes[cat] == code) & gemm
@@ -172,7 +182,7 @@ def fit_design(
     _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
     weight = 1.0 / np.sqrt(counts[inverse])
     log_t = np.log(seconds)
-    base = {**DEFAULTS, **(start or {})}
+    base = {**DEFAULTS, **FIT_STARTS, **(start or {})}
     x0 = np.array(
         [_to_x(p, base.get(p.name, PROTOCOL_DEFAULTS.get(p.name.rsplit(".", 1)[0], 0.0))) for p in params]
     )
