@@ -95,7 +95,6 @@ def main() -> int:
                 "target_s": TARGET_S,
                 "ok": median < TARGET_S,
                 "model_kind": model_kind,
-                "bytecode_cached": True,
                 "load_average_before": load_before,
                 "load_average_after": load_average(),
                 "cpu_count": os.cpu_count(),

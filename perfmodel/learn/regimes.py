@@ -91,8 +91,9 @@ def pooled_keys(regime: tuple[str, ...]) -> list[str]:
     of an approximate plan stays out of the pools above its kind ('1 device', '*'): a query of
     another kind that backs off that far must not take the plan's errors for a setup's."""
     keys = cell_keys(regime)
-    if len(regime) > 1 and regime[1] == APPROXIMATE_KIND:
-        return keys[: len(regime) - 1]  # down to 'scale|approximate plan'
+    kind = LEVELS.index("kind")
+    if len(regime) > kind and regime[kind] == APPROXIMATE_KIND:
+        return keys[: len(regime) - kind]  # down to 'scale|approximate plan'
     return keys
 
 
