@@ -1,9 +1,12 @@
 """When a trained model may replace the champion: a pure decision over numbers already measured.
 
-A new model becomes the champion only when
-  * there is no champion yet, or `force` is given (`--force-champion`); otherwise
+A new model becomes the champion only when `force` is given (`--force-champion`), or
+  * there is no champion yet, or
   * both were evaluated on identical rows (the same dataset hash): metrics over different rows
     are not comparable, however they differ; and
+  * its headline beats the kernel model alone on the same held-out folds
+    (`metrics.KERNEL_ALONE_METRIC`: the analytic step time with no learned residual): a residual
+    that does not beat it there adds nothing a user would gain on a job it never saw; and
   * its headline metric (`metrics.HEADLINE_METRIC`: the mean of the leave-one-source-out (1 GPU /
     1 node) and leave-one-hardware-out median APEs, lower is better) beats the
     champion's by more than the seed-to-seed spread (max - min of the headline over seeds,
@@ -26,6 +29,8 @@ class Candidate:
     """Its headline metric (percent; lower is better)."""
     dataset_sha256: str
     """Hash of the rows it was evaluated on."""
+    kernel_alone_pct: float | None = None
+    """The kernel model alone's headline on the same folds (percent), None if not recorded."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,10 +86,14 @@ def decide_champion(
 ) -> ChampionDecision:
     """The decision of the module docstring. `spread_pct` is the seed-to-seed range of the
     headline metric on these rows (None when not measured: then no gain is enough)."""
+    behind = _behind_kernel_alone(candidate)
     if incumbent is None:
-        return ChampionDecision(
-            promote=True, reason="no champion yet", gain_pct=None, spread_pct=None, same_rows=None
-        )
+        if behind and not force:
+            return ChampionDecision(
+                promote=False, reason=behind, gain_pct=None, spread_pct=None, same_rows=None
+            )
+        reason = "--force-champion: " + behind if behind else "no champion yet"
+        return ChampionDecision(promote=True, reason=reason, gain_pct=None, spread_pct=None, same_rows=None)
     same_rows = incumbent.dataset_sha256 == candidate.dataset_sha256
     gain = comparable_gain(candidate, incumbent)
     judged = force or (gain is not None and gain > 0)  # only then does the spread play a part
@@ -95,6 +104,18 @@ def decide_champion(
         gain_pct=gain,
         spread_pct=spread_pct if judged else None,
         same_rows=same_rows,
+    )
+
+
+def _behind_kernel_alone(candidate: Candidate) -> str:
+    """Why the candidate does not beat the kernel model alone on its held-out folds ('' if it does
+    or either number is unknown)."""
+    mine, kernel = candidate.headline_pct, candidate.kernel_alone_pct
+    if mine is None or kernel is None or mine < kernel:
+        return ""
+    return (
+        f"{candidate.label} does not beat the kernel model alone on the held-out splits "
+        f"({mine:.2f}% vs {kernel:.2f}%): its learned residual adds nothing there"
     )
 
 
@@ -110,6 +131,9 @@ def _verdict(
     new, old = candidate.label, incumbent.label
     if force:
         return True, f"--force-champion: replaces {old} without comparing"
+    behind = _behind_kernel_alone(candidate)
+    if behind:
+        return False, behind
     if not same_rows:
         theirs = (incumbent.dataset_sha256 or "unknown")[:8]
         return False, (

@@ -13,7 +13,7 @@ from pathlib import Path
 from perfmodel.errors import DataError
 from perfmodel.learn.champion import Candidate, Incumbent, decide_champion, needs_spread
 from perfmodel.learn.metadata import ModelMetadata, read_model_folder, write_model_folder
-from perfmodel.learn.metrics import HEADLINE_METRIC
+from perfmodel.learn.metrics import HEADLINE_METRIC, kernel_alone_headline
 from perfmodel.tracking import Tracker
 
 SpreadFor = Callable[[str, list[float | None]], float | None]
@@ -61,6 +61,7 @@ def export_champion(
         label=f"champion version {version}",
         headline_pct=_headline(meta),
         dataset_sha256=str(meta.dataset_sha256),
+        kernel_alone_pct=kernel_alone_headline(meta.evaluation),
     )
     incumbent = None
     if there is not None:

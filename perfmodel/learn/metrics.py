@@ -13,6 +13,7 @@ level, widened, gpu, source, model_family.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,9 @@ HEADLINE_METRIC = "headline_median_ape_pct"
 """The number a model is judged by (lower is better): the mean of the leave-one-source-out
 (single GPU / node) and accelerator-never-seen (eager, single GPU) median APEs."""
 HEADLINE_PARTS = ("loso_median_ape_pct", "unseen_gpu_median_ape_pct")
+KERNEL_ALONE_METRIC = "headline_bound_median_ape_pct"
+"""The headline of the kernel model alone (`bound`: no learned residual, no fitted efficiency) on
+the same folds: a learned model becomes the champion only when it beats it (`champion`)."""
 HEADLINE_METRICS: tuple[str, ...] = (
     "headline_median_ape_pct",
     "loso_median_ape_pct",
@@ -194,6 +198,18 @@ def regime_table(predictions: Any, splits: tuple[str, ...] = ("loso", "unseen_gp
     )
 
 
+def kernel_alone_headline(metrics: Mapping[str, Any] | None) -> float | None:
+    """`KERNEL_ALONE_METRIC` of a run's metrics, or the mean of its parts (runs logged before it had
+    a name); None when neither is there."""
+    metrics = metrics or {}
+    if metrics.get(KERNEL_ALONE_METRIC) is not None:
+        return float(metrics[KERNEL_ALONE_METRIC])
+    parts = [metrics.get(k.replace("_median", "_bound_median", 1)) for k in HEADLINE_PARTS]
+    if any(v is None for v in parts):
+        return None
+    return sum(float(v) for v in parts) / len(parts)
+
+
 def flat_metrics(summary: Any) -> dict[str, float]:
     """Metric names with units from a `summarize` table, for MLflow (e.g. loho_median_ape_pct,
     loho_const_median_ape_pct, coverage90_loho_pct, width90_loho_pct)."""
@@ -213,4 +229,8 @@ def flat_metrics(summary: Any) -> dict[str, float]:
             out[f"{split}_folds"] = float(rec["n_folds"])
     if all(k in out for k in HEADLINE_PARTS):
         out[HEADLINE_METRIC] = sum(out[k] for k in HEADLINE_PARTS) / len(HEADLINE_PARTS)
+        for method in METHODS:  # the baselines' headlines on the same folds (headline_const_..., ...)
+            parts = [k.replace("_median", f"_{method}_median", 1) for k in HEADLINE_PARTS]
+            if method != "model" and all(k in out for k in parts):
+                out[f"headline_{method}_median_ape_pct"] = sum(out[k] for k in parts) / len(parts)
     return out

@@ -32,7 +32,7 @@ from perfmodel.learn.data import TrainingData
 from perfmodel.learn.evaluate import EvalConfig, Evaluation, evaluate_all
 from perfmodel.learn.export import export_champion
 from perfmodel.learn.fit import fit_learned_model
-from perfmodel.learn.metrics import HEADLINE_METRIC, TARGETS
+from perfmodel.learn.metrics import HEADLINE_METRIC, TARGETS, kernel_alone_headline
 from perfmodel.learn.spread import HeadlineSpread, headline_spread
 from perfmodel.schema import SCHEMA_VERSION
 from perfmodel.tracking import ChampionInfo, Tracker, TrackingError
@@ -276,7 +276,12 @@ def fit_and_log(
 
     seed0 = headline if config.seed == 0 and config.lgbm.seed == 0 else None
     meter = _SpreadMeter(data, config, spread_seeds, seed0, say)
-    candidate = Candidate(label="this run", headline_pct=headline, dataset_sha256=data.sha256)
+    candidate = Candidate(
+        label="this run",
+        headline_pct=headline,
+        dataset_sha256=data.sha256,
+        kernel_alone_pct=kernel_alone_headline(fitted.metrics),
+    )
     champion: ChampionInfo | None = None
     decision: ChampionDecision | None = None
     try:
