@@ -204,10 +204,10 @@ def kernel_alone_headline(metrics: Mapping[str, Any] | None) -> float | None:
     metrics = metrics or {}
     if metrics.get(KERNEL_ALONE_METRIC) is not None:
         return float(metrics[KERNEL_ALONE_METRIC])
-    parts = [metrics.get(k.replace("_median", "_bound_median", 1)) for k in HEADLINE_PARTS]
-    if any(v is None for v in parts):
+    names = [k.replace("_median", "_bound_median", 1) for k in HEADLINE_PARTS]
+    if any(metrics.get(k) is None for k in names):
         return None
-    return sum(float(v) for v in parts) / len(parts)
+    return sum(float(metrics[k]) for k in names) / len(names)
 
 
 def flat_metrics(summary: Any) -> dict[str, float]:
