@@ -30,7 +30,7 @@ from perfmodel.calibration.apply import (
     coords,
     step_terms,
 )
-from perfmodel.calibration.record import Calibration, apply_ceilings, load_store, warn_once
+from perfmodel.calibration.record import Calibration, apply_ceilings, load_store, runs_digest, warn_once
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
 from perfmodel.codec import workload_from_row
 from perfmodel.config.source import resolve_workload
@@ -428,7 +428,7 @@ def _fitted(
     """The calibration's runs predicted uncalibrated on `gpu` (cached per calibration version,
     accelerator and model): their residuals."""
     factors = tuple(sorted((g, f.factor) for g, f in cal.kernel_factors.items()))
-    key = (cal.hardware_id, cal.updated_at, len(cal.runs), factors, gpu.name, tuple(sorted(gpu.measured.items())), model_key)
+    key = (cal.hardware_id, cal.updated_at, runs_digest(cal), factors, gpu.name, tuple(sorted(gpu.measured.items())), model_key)
     if key in _FITTED:
         return _FITTED[key]
     kept, works = [], []

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -321,6 +322,13 @@ def _positive_number(value: Any) -> bool:
 
 def _run_key(run: MeasuredRun) -> tuple[str, str, float]:
     return run.label, json.dumps(run.row, sort_keys=True, default=str), round(run.measured_s, 9)
+
+
+def runs_digest(cal: Calibration) -> str:
+    """A short hash of a calibration's measured runs: what they are, not how many (two records of
+    one host written within the same second can hold the same number of different runs)."""
+    text = json.dumps([_run_key(r) for r in cal.runs], default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _finite(value: Any, name: str) -> float:

@@ -81,8 +81,9 @@ def train_command(
     """Fit the learned model, evaluate it, save it under runs/, log it to MLflow and register it.
 
     The tracking store is MLFLOW_TRACKING_URI (default: mlflow.db in the project root); it is
-    checked before fitting. The alias `champion` moves only when this run beats the champion on
-    the same rows by more than the seed-to-seed spread (or with --force-champion). models/ is
+    checked before fitting. The alias `champion` moves only when this run beats the kernel model
+    alone on its held-out folds and the champion on the same rows by more than the seed-to-seed
+    spread (or with --force-champion). models/ is
     written only with --export. MLflow's usage telemetry is off unless MLFLOW_DISABLE_TELEMETRY=false.
     """
     # loaded when the command runs (CLI start-up)
