@@ -107,6 +107,12 @@ def decide_champion(
     )
 
 
+def _points(value: float) -> str:
+    """Percentage points in words: two decimals, or two significant digits below 0.01 (a spread of
+    5e-4 points is not '0.00')."""
+    return f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.1e}"
+
+
 def _behind_kernel_alone(candidate: Candidate) -> str:
     """Why the candidate does not beat the kernel model alone on its held-out folds ('' if it does
     or either number is unknown)."""
@@ -148,13 +154,13 @@ def _verdict(
             f"{new} does not beat {old} ({candidate.headline_pct:.2f}% vs {incumbent.headline_pct:.2f}%)",
         )
     if spread_pct is None:
-        return False, f"{new} gains {gain:.2f} points but no seed spread was measured to judge it"
+        return False, f"{new} gains {_points(gain)} points but no seed spread was measured to judge it"
     if gain <= spread_pct:
         return False, (
-            f"{new} gains {gain:.2f} points over {old}, within the seed-to-seed spread of "
-            f"{spread_pct:.2f} points: not evidence of a better model"
+            f"{new} gains {_points(gain)} points over {old}, within the seed-to-seed spread of "
+            f"{_points(spread_pct)} points: not evidence of a better model"
         )
     return True, (
-        f"{new} beats {old} by {gain:.2f} points, more than the seed-to-seed spread of "
-        f"{spread_pct:.2f} points, on the same rows"
+        f"{new} beats {old} by {_points(gain)} points, more than the seed-to-seed spread of "
+        f"{_points(spread_pct)} points, on the same rows"
     )
