@@ -1,12 +1,12 @@
 """When a trained model may replace the champion: a pure decision over numbers already measured.
 
-A new model becomes the champion only when `force` is given (`--force-champion`), or
-  * there is no champion yet, or
-  * both were evaluated on identical rows (the same dataset hash): metrics over different rows
-    are not comparable, however they differ; and
+A new model becomes the champion when `force` is given (`--force-champion`); otherwise only when
   * its headline beats the kernel model alone on the same held-out folds
     (`metrics.KERNEL_ALONE_METRIC`: the analytic step time with no learned residual): a residual
     that does not beat it there adds nothing a user would gain on a job it never saw; and
+  * there is no champion yet, or
+  * both were evaluated on identical rows (the same dataset hash): metrics over different rows
+    are not comparable, however they differ; and
   * its headline metric (`metrics.HEADLINE_METRIC`: the mean of the leave-one-source-out (1 GPU /
     1 node) and leave-one-hardware-out median APEs, lower is better) beats the
     champion's by more than the seed-to-seed spread (max - min of the headline over seeds,
@@ -88,16 +88,16 @@ def decide_champion(
     headline metric on these rows (None when not measured: then no gain is enough)."""
     behind = _behind_kernel_alone(candidate)
     if incumbent is None:
-        if behind and not force:
-            return ChampionDecision(
-                promote=False, reason=behind, gain_pct=None, spread_pct=None, same_rows=None
-            )
-        reason = "--force-champion: " + behind if behind else "no champion yet"
-        return ChampionDecision(promote=True, reason=reason, gain_pct=None, spread_pct=None, same_rows=None)
+        reason = ("--force-champion: " if force else "") + behind if behind else "no champion yet"
+        return ChampionDecision(
+            promote=force or not behind, reason=reason, gain_pct=None, spread_pct=None, same_rows=None
+        )
     same_rows = incumbent.dataset_sha256 == candidate.dataset_sha256
     gain = comparable_gain(candidate, incumbent)
     judged = force or (gain is not None and gain > 0)  # only then does the spread play a part
-    promote, reason = _verdict(candidate, incumbent, gain, spread_pct, force=force, same_rows=same_rows)
+    promote, reason = _verdict(
+        candidate, incumbent, gain, spread_pct, force=force, same_rows=same_rows, behind=behind
+    )
     return ChampionDecision(
         promote=promote,
         reason=reason,
@@ -133,12 +133,12 @@ def _verdict(
     *,
     force: bool,
     same_rows: bool,
+    behind: str,
 ) -> tuple[bool, str]:
     new, old = candidate.label, incumbent.label
     if force:
         return True, f"--force-champion: replaces {old} without comparing"
-    behind = _behind_kernel_alone(candidate)
-    if behind:
+    if behind:  # `_behind_kernel_alone`'s reason
         return False, behind
     if not same_rows:
         theirs = (incumbent.dataset_sha256 or "unknown")[:8]

@@ -198,16 +198,23 @@ def regime_table(predictions: Any, splits: tuple[str, ...] = ("loso", "unseen_gp
     )
 
 
+def method_headline(metrics: Mapping[str, Any], method: str) -> float | None:
+    """The headline of one method of `METHODS` (the mean of its `HEADLINE_PARTS`: e.g.
+    loso_bound_median_ape_pct) from flat metrics; None when a part is missing."""
+    tag = "" if method == "model" else f"_{method}"
+    names = [k.replace("_median", f"{tag}_median", 1) for k in HEADLINE_PARTS]
+    if any(metrics.get(k) is None for k in names):
+        return None
+    return sum(float(metrics[k]) for k in names) / len(names)
+
+
 def kernel_alone_headline(metrics: Mapping[str, Any] | None) -> float | None:
     """`KERNEL_ALONE_METRIC` of a run's metrics, or the mean of its parts (runs logged before it had
     a name); None when neither is there."""
     metrics = metrics or {}
     if metrics.get(KERNEL_ALONE_METRIC) is not None:
         return float(metrics[KERNEL_ALONE_METRIC])
-    names = [k.replace("_median", "_bound_median", 1) for k in HEADLINE_PARTS]
-    if any(metrics.get(k) is None for k in names):
-        return None
-    return sum(float(metrics[k]) for k in names) / len(names)
+    return method_headline(metrics, "bound")
 
 
 def flat_metrics(summary: Any) -> dict[str, float]:
@@ -227,10 +234,8 @@ def flat_metrics(summary: Any) -> dict[str, float]:
             out[f"{split}_widened_rows_pct"] = float(rec["widened_rows_pct"])
             out[f"{split}_rows"] = float(rec["n_rows"])
             out[f"{split}_folds"] = float(rec["n_folds"])
-    if all(k in out for k in HEADLINE_PARTS):
-        out[HEADLINE_METRIC] = sum(out[k] for k in HEADLINE_PARTS) / len(HEADLINE_PARTS)
-        for method in METHODS:  # the baselines' headlines on the same folds (headline_const_..., ...)
-            parts = [k.replace("_median", f"_{method}_median", 1) for k in HEADLINE_PARTS]
-            if method != "model" and all(k in out for k in parts):
-                out[f"headline_{method}_median_ape_pct"] = sum(out[k] for k in parts) / len(parts)
+    for method in METHODS:  # the model's headline, and the baselines' on the same folds
+        value = method_headline(out, method)
+        if value is not None:
+            out[HEADLINE_METRIC if method == "model" else f"headline_{method}_median_ape_pct"] = value
     return out
