@@ -2,7 +2,9 @@
 reference for the analytic memory model. 7B LoRA (Hugging Face and this project's plain-PyTorch
 model) at up to 32k tokens per micro-batch, QLoRA, full fine-tuning with every optimizer state
 format, GQA models with 128k vocabularies, the fused (Liger) and chunked (torchtune) losses,
-checkpointing full and selective, small models at large micro-batches, GPT-2 and BERT.
+checkpointing full and selective, small models at large micro-batches (fp32, tf32, autocast, with
+and without checkpointing), GPT-2 and BERT, and ResNet-18 / ResNet-50 at 224x224 (SGD with
+momentum and AdamW, fp32 / tf32 / bf16 / autocast, checkpointed).
 
 `python -m collectors.memory_grid` runs the oracle on every shape and writes
 `perfmodel.paths.memory_oracle_path()` (datasets/memory/oracle_grid.csv); `perfmodel memcheck`
@@ -31,6 +33,11 @@ L160M = {"name": "l160m", "family": "llama", "arch": "decoder", "hidden_size": 7
 L1B = {"name": "l1b", "family": "llama", "arch": "decoder", "hidden_size": 2048, "num_layers": 22, "num_heads": 32,
        "num_kv_heads": 4, "ffn_hidden_size": 5632, "vocab_size": 32000, "gated_mlp": True}  # fmt: skip
 """TinyLlama-1.1B's shape (the same profile)."""
+L60M = {"name": "l60m", "family": "llama", "arch": "decoder", "hidden_size": 512, "num_layers": 8, "num_heads": 8,
+        "ffn_hidden_size": 1408, "vocab_size": 32000, "gated_mlp": True}  # fmt: skip
+L410M = {"name": "l410m", "family": "llama", "arch": "decoder", "hidden_size": 1024, "num_layers": 24, "num_heads": 16,
+         "ffn_hidden_size": 2816, "vocab_size": 32000, "gated_mlp": True}  # fmt: skip
+"""The 60M and 410M Llama shapes of the same profile."""
 
 
 def _case(name: str, regime: str, model: str | dict[str, Any], framework: str = "hf-eager", **training: Any) -> dict[str, Any]:
@@ -41,6 +48,29 @@ def _case(name: str, regime: str, model: str | dict[str, Any], framework: str = 
         "framework": framework,
     }
     return {"case": name, "regime": regime, "config": config}
+
+
+def _cnn(model: str, precision: str, batch: int, optimizer: str, framework: str = "torch-eager", **training: Any) -> dict[str, Any]:
+    """A ResNet at 224x224 (the catalog's) trained in full; this project's plain-PyTorch training loop
+    (torch-eager: foreach optimizers) unless `framework` says otherwise."""
+    names = {"sgd_momentum": "SGD momentum", "sgd": "SGD", "adamw": "AdamW"}
+    tags = [names[optimizer]] + (["checkpointed"] if training.get("activation_checkpointing") else [])
+    tags += [] if framework == "torch-eager" else [framework]
+    config = {
+        "model": {"name": model},
+        "training": {"samples": 1.28e6, "micro_batch_size": batch, "precision": precision, "optimizer": optimizer, **training},
+        "hardware": {"gpu": "H200"},
+        "framework": framework,
+    }
+    return {"case": f"{model} {precision} {batch} {' '.join(tags)}", "regime": "ResNet 224px", "config": config}
+
+
+def _small(model: dict[str, Any], precision: str, b: int, s: int, framework: str = "torch-eager", **training: Any) -> dict[str, Any]:
+    """A small Llama at a large micro-batch."""
+    tag = f"{model['name']} {precision} {b}x{s}" + (" checkpointed" if training.get("activation_checkpointing") else "")
+    return _case(tag + ("" if framework == "hf-eager" else " torch" if framework == "torch-eager" else f" {framework}"),
+                 "small, large batch", model, framework, seq_len=s, micro_batch_size=b, precision=precision,
+                 **training)  # fmt: skip
 
 
 def _lora(tag: str, model: str, framework: str, shapes: list[tuple[int, int, str]], **extra: Any) -> list[dict[str, Any]]:
@@ -130,6 +160,36 @@ GRID: tuple[dict[str, Any], ...] = (
           lora_r=16),
     _case("bert-large amp 16x512 torch", "GPT-2 / BERT", {"name": "bert-large", "dropout": 0.0}, "torch-eager",
           seq_len=512, micro_batch_size=16, precision="amp_bf16"),
+    # small decoders at large micro-batches, fp32 / tf32 / autocast, with and without checkpointing
+    _small(L60M, "fp32", 32, 512),
+    _small(L60M, "tf32", 32, 4096),
+    _small(L60M, "amp_bf16", 32, 4096, "hf-eager"),
+    _small(L60M, "fp32", 16, 2048, activation_checkpointing=True),
+    _small(L160M, "fp32", 32, 512),
+    _small(L160M, "amp_bf16", 16, 2048),
+    _small(L160M, "fp32", 16, 1024, activation_checkpointing=True),
+    _small(L160M, "amp_bf16", 32, 1024, "hf-eager", activation_checkpointing=True),
+    _small(L160M, "fp32", 32, 1024, "hf-eager", activation_checkpointing=True),
+    _small(L410M, "amp_bf16", 16, 1024),
+    _small(L410M, "fp32", 16, 2048, "hf-eager"),
+    _small(L410M, "amp_bf16", 32, 1024, activation_checkpointing=True),
+    # ResNet-18 / ResNet-50 at 224x224: SGD with momentum and AdamW, every precision, checkpointed
+    _cnn("resnet18", "fp32", 32, "sgd_momentum"),
+    _cnn("resnet18", "fp32", 256, "sgd_momentum"),
+    _cnn("resnet18", "tf32", 128, "adamw"),
+    _cnn("resnet18", "amp_bf16", 256, "sgd_momentum"),
+    _cnn("resnet18", "bf16", 256, "adamw"),
+    _cnn("resnet18", "amp_bf16", 64, "sgd_momentum", activation_checkpointing=True),
+    _cnn("resnet50", "fp32", 64, "sgd_momentum"),
+    _cnn("resnet50", "fp32", 256, "adamw"),
+    _cnn("resnet50", "tf32", 128, "sgd_momentum"),
+    _cnn("resnet50", "amp_bf16", 128, "adamw"),
+    _cnn("resnet50", "amp_bf16", 256, "sgd_momentum"),
+    _cnn("resnet50", "bf16", 32, "sgd_momentum"),
+    _cnn("resnet50", "bf16", 128, "adamw"),
+    _cnn("resnet50", "amp_bf16", 64, "adamw", "hf-eager"),
+    _cnn("resnet50", "amp_bf16", 128, "adamw", activation_checkpointing=True),
+    _cnn("resnet50", "fp32", 32, "sgd", activation_checkpointing=True),
 )
 """Every shape: case name, regime (for the per-regime table) and the native config."""
 
@@ -157,15 +217,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the memory oracle on the memory grid and write its table.")
     parser.add_argument("--out", type=Path, default=None, help="CSV to write (default: datasets/memory/oracle_grid.csv)")
     parser.add_argument("--only", default="", help="run only the cases whose name contains this text")
+    parser.add_argument(
+        "--missing", action="store_true",
+        help="run only the cases the stored table lacks, keep its other rows and write them all in the grid's order",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     # pandas: the table's writer
     import pandas as pd
 
-    cases = tuple(c for c in GRID if args.only in c["case"])
     out = args.out or memory_oracle_path()
+    stored = pd.read_csv(out) if args.missing and out.exists() else None
+    have = set(stored["case"]) if stored is not None else set()
+    cases = tuple(c for c in GRID if args.only in c["case"] and c["case"] not in have)
     out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(run_grid(cases)).to_csv(out, index=False)
-    print(f"{len(cases)} shapes -> {out}", file=sys.stderr)
+    table = pd.DataFrame(run_grid(cases))
+    if stored is not None:
+        order = {c["case"]: i for i, c in enumerate(GRID)}
+        table = pd.concat([stored[stored["case"].isin(order)], table], ignore_index=True)
+        table = table.sort_values("case", key=lambda names: names.map(order)).reset_index(drop=True)
+    table.to_csv(out, index=False)
+    print(f"{len(cases)} shapes run, {len(table)} rows -> {out}", file=sys.stderr)
     return 0
 
 

@@ -178,3 +178,61 @@ def test_the_analytic_trace_keeps_what_a_transformers_llama_layer_keeps():
             if precision != "bf16":  # the fp32 residual is the layer input itself (pow keeps it), excluded
                 analytic -= res * D * N
             assert _hf_layer_kept(precision, lora) == analytic, (precision, lora, layer.by_kernel())
+
+
+# --- ResNet (perfmodel.measure.models, torchvision's layers) ------------------------------------
+
+
+def _block_kept(block: torch.nn.Module, x: torch.Tensor) -> int:
+    """kept_bytes of a ResNet block, its BatchNorm running statistics (buffers) excluded too."""
+    buffers = {b.untyped_storage().data_ptr() for b in block.buffers()}
+    seen: dict[int, int] = {}
+    exclude = {x.untyped_storage().data_ptr(), *buffers, *(p.untyped_storage().data_ptr() for p in block.parameters())}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        if st.data_ptr() not in exclude:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        block(x)
+    return sum(seen.values())
+
+
+def test_a_resnet_basic_block_keeps_two_batchnorm_inputs_and_two_relu_results():
+    """A basic block y = relu(bn2(conv2(relu(bn1(conv1(x))))) + x), fp32, batch 2, 8 channels,
+    8x8, stride 1 (identity shortcut). derivatives.yaml: convolution keeps `input` and `weight`
+    (conv1's input is x, not counted; conv2's is relu1's result); native_batch_norm keeps `input`
+    (the conv output), the weight, the running statistics (buffers) and fp32 save_mean /
+    save_invstd (one per channel each); relu (threshold_backward) keeps `result`; add keeps
+    nothing. New tensors kept: conv1 output, relu1 result, conv2 output, the block's relu result:
+    4 x (2 x 8 x 8 x 8) x 4 bytes = 16384, plus 2 BatchNorms x 2 x 8 channels x 4 bytes = 128."""
+    from perfmodel.measure.models import BasicBlock
+
+    block = BasicBlock(8, 8, 1).train()
+    x = torch.randn(2, 8, 8, 8, requires_grad=True)
+    activations = 4 * (2 * 8 * 8 * 8) * FP32
+    stats = 2 * 2 * 8 * FP32
+    assert _block_kept(block, x) == activations + stats == 16384 + 128
+    # with a strided 1x1-conv shortcut (8 -> 16 channels, stride 2, 4x4 out): its BatchNorm's input too
+    down = BasicBlock(8, 16, 2).train()
+    assert _block_kept(down, x) == 5 * (2 * 16 * 4 * 4) * FP32 + 3 * 2 * 16 * FP32
+    # the analytic model: ResNet-18's first block (64 channels, 56x56) and stage 2's first (64 -> 128,
+    # stride 2, 28x28), per sample, the per-channel statistics left out (per BatchNorm, not per sample)
+    layout = act.ResNetLayout(stages=(2, 2, 2, 2), bottleneck=False)
+    for precision, e in (("fp32", FP32), ("tf32", FP32), ("bf16", BF16), ("amp_bf16", BF16)):
+        blocks = act.convnet(layout, precision).blocks
+        assert blocks[0].saved == 4 * 64 * 56 * 56 * e
+        assert blocks[2].saved == 5 * 128 * 28 * 28 * e
+
+
+def test_max_pool_keeps_int64_indices_and_global_average_pooling_keeps_nothing():
+    """max_pool2d_with_indices keeps `self` and `indices` (int64: 8 bytes per output element,
+    whatever the input's dtype); adaptive_avg_pool2d to 1x1 runs mean (ATen
+    AdaptiveAveragePooling.cpp), which keeps only sizes."""
+    x = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16, requires_grad=True)
+    assert kept_bytes(lambda t: F.max_pool2d(t, 3, 2, 1), x) == 2 * 4 * 4 * 4 * 8
+    assert kept_bytes(lambda t: F.adaptive_avg_pool2d(t, 1), x) == 0
+    stem = act.convnet(act.ResNetLayout(stages=(2, 2, 2, 2), bottleneck=False), "bf16").stem
+    assert stem["max-pool indices"] == 64 * 56 * 56 * 8

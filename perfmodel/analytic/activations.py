@@ -26,7 +26,9 @@ tests/test_memory_oracle.py the whole step against the FakeTensor oracle.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 
 from perfmodel.catalog.frameworks import recipe_of
@@ -386,3 +388,207 @@ def _bert_layer(tr: _Trace, k: LayerKey, x: T, res: int, act: int) -> None:
     g = tr.new("gelu output", k.f, u.dtype, u)
     o = _dropout(tr, k, _proj(tr, k, g, "down", k.d, res, act), "MLP output")
     _layer_norm(tr, k, tr.new("MLP residual sum", k.d, res, x, o), "output LayerNorm")
+
+
+# --- convolutional networks ---------------------------------------------------------------------
+
+RESNET_STAGES = {18: ((2, 2, 2, 2), False), 34: ((3, 4, 6, 3), False), 50: ((3, 4, 6, 3), True),
+                 101: ((3, 4, 23, 3), True), 152: ((3, 8, 36, 3), True)}  # fmt: skip
+"""Blocks per stage and whether they are bottlenecks, by depth (torchvision/models/resnet.py
+resnet18 ... resnet152: `_resnet(BasicBlock | Bottleneck, layers)`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResNetLayout:
+    """A ResNet as torchvision builds it (and perfmodel.measure.models.ResNet, which has the same
+    layers): a 7x7/2 stem convolution, BatchNorm, ReLU, 3x3/2 max-pool, four stages of basic or
+    bottleneck blocks (the stride in a stage's first block; in a bottleneck's 3x3 convolution,
+    v1.5), global average pooling and one linear classifier."""
+
+    stages: tuple[int, ...]
+    bottleneck: bool
+    width: int = 64
+    """Channels of the stem and the first stage."""
+    image: int = 224
+    """Square input side in pixels."""
+    classes: int = 1000
+
+    def blocks(self) -> list[tuple[int, int, int, int]]:
+        """(input channels, block width, stride, input side) of every block, in order."""
+        out, cin, side = [], self.width, _pool_side(_conv_side(self.image, 7, 2, 3))
+        expansion = 4 if self.bottleneck else 1
+        for stage, count in enumerate(self.stages):
+            width = self.width * 2**stage
+            for i in range(count):
+                stride = 2 if i == 0 and stage > 0 else 1
+                out.append((cin, width, stride, side))
+                side = _conv_side(side, 3, stride, 1)
+                cin = width * expansion
+        return out
+
+    @property
+    def features(self) -> int:
+        """Channels into the classifier."""
+        return self.width * 2 ** (len(self.stages) - 1) * (4 if self.bottleneck else 1)
+
+    def params_without_classifier(self) -> int:
+        """Parameters of every convolution and BatchNorm (weight and bias); running statistics are
+        buffers."""
+        total = 3 * self.width * 49 + 2 * self.width
+        for cin, width, stride, _ in self.blocks():
+            if self.bottleneck:
+                cout = 4 * width
+                total += cin * width + 9 * width * width + width * cout + 2 * (2 * width + cout)
+            else:
+                cout = width
+                total += 9 * cin * width + 9 * width * width + 2 * 2 * width
+            if stride != 1 or cin != cout:
+                total += cin * cout + 2 * cout
+        return total
+
+
+def _conv_side(side: int, kernel: int, stride: int, padding: int) -> int:
+    return (side + 2 * padding - kernel) // stride + 1
+
+
+def _pool_side(side: int) -> int:
+    """MaxPool2d(3, stride=2, padding=1)."""
+    return _conv_side(side, 3, 2, 1)
+
+
+def resnet_layout(w: Workload) -> ResNetLayout | None:
+    """The ResNet a CNN workload describes (None: not one this module can lay out): the depth from
+    its name (resnet18 ... resnet152), the image side from `model.reference_input` ('224x224 ...',
+    square), the number of classes from `model.params_total` (it must come out a whole number:
+    otherwise the parameter count describes another network)."""
+    m = w.model
+    if m.arch != "cnn" or m.family != "resnet":
+        return None
+    depth = re.fullmatch(r"resnet[-_]?(\d+)", m.name.lower())
+    side = re.match(r"\s*(\d+)\s*x\s*(\d+)", m.reference_input or "224x224")
+    if not depth or int(depth.group(1)) not in RESNET_STAGES or not side or side.group(1) != side.group(2):
+        return None
+    stages, bottleneck = RESNET_STAGES[int(depth.group(1))]
+    layout = ResNetLayout(stages=stages, bottleneck=bottleneck, image=int(side.group(1)))
+    head, rest = divmod((m.params_total or 0) - layout.params_without_classifier(), layout.features + 1)
+    if rest or head < 1:
+        return None
+    return dataclasses.replace(layout, classes=head)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvBlock:
+    """One residual block of a ResNet, bytes per sample."""
+
+    saved: float
+    """What its forward keeps for backward, its output included, its input not (the previous
+    block's output, counted there)."""
+    input: float
+    """Its input (what a checkpoint around it keeps)."""
+    output: float
+    params: int
+    """Its parameters (convolutions and BatchNorm weights and biases)."""
+    conv_weights: int
+    """Its convolutions' weights (what autocast copies)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvNet:
+    """What a ResNet's forward keeps for backward, bytes per sample, by part."""
+
+    stem: dict[str, float]
+    """By kernel kind: the first convolution's input (its 16-bit copy under autocast; the images
+    themselves are counted with the inputs), BatchNorm inputs, ReLU results, max-pool indices."""
+    blocks: tuple[ConvBlock, ...]
+    head: dict[str, float]
+    """The classifier's input and the loss's log-probabilities."""
+    images: float
+    """The input images and labels, held by the caller through the step."""
+    stem_weights: int
+    """Parameters of the stem convolution."""
+    conv_weights: int
+    """Parameters of every convolution and the classifier (what autocast copies to 16-bit)."""
+    largest_param: int
+    """The largest single parameter tensor."""
+
+    @property
+    def saved(self) -> float:
+        return sum(self.stem.values()) + sum(b.saved for b in self.blocks) + sum(self.head.values())
+
+    def by_kernel(self) -> dict[str, float]:
+        out = dict(self.stem)
+        out["conv/norm/relu"] = out.get("conv/norm/relu", 0.0) + sum(b.saved for b in self.blocks)
+        for k, v in self.head.items():
+            out[k] = out.get(k, 0.0) + v
+        return out
+
+
+INDEX = 8
+"""Bytes per max-pool index (int64)."""
+
+
+def convnet(layout: ResNetLayout, precision: str) -> ConvNet:
+    """What each part of `layout` keeps for backward in one training step, per sample, from the
+    autograd definitions (PyTorch tools/autograd/derivatives.yaml):
+      * convolution: `input` and `weight` (convolution_backward needs both; under autocast the
+        16-bit copies of both: the input is already 16-bit after the first layer, the weight copy is
+        cached once per step and counted once per model);
+      * native_batch_norm (cudnn_batch_norm on CUDA): `input`, the weight and running statistics,
+        and fp32 save_mean / save_invstd per channel (negligible); its output is not kept;
+      * relu / relu_ (threshold_backward): `result`; the in-place stem ReLU keeps the BatchNorm
+        output it overwrote, the out-of-place block ReLUs their new output (the same bytes);
+      * max_pool2d_with_indices: `self` (the stem ReLU's result, already kept) and `indices`,
+        int64 whatever the dtype: 8 bytes per output element;
+      * adaptive_avg_pool2d to 1x1 runs `mean` (ATen AdaptiveAveragePooling.cpp), which keeps
+        only sizes; addmm (the classifier): `mat1` (the pooled features) for the weight's gradient;
+      * cross_entropy of `logits.float()`: _log_softmax keeps its fp32 `result`, nll_loss the
+        same tensor and the labels.
+    Activations are 4 bytes in fp32/tf32, 2 in bf16/fp16 and under autocast (convolutions run in
+    16-bit there, batch_norm and relu are on neither autocast list and keep the 16-bit dtype)."""
+    e = 4 if precision in ("fp32", "tf32") else 2
+    amp = precision.startswith("amp")
+    image_px = layout.image * layout.image
+    pixel_bytes = 4 if precision in ("fp32", "tf32") or amp else 2
+    side = _conv_side(layout.image, 7, 2, 3)
+    stem_out = layout.width * side * side
+    pooled = layout.width * _pool_side(side) ** 2
+    stem = {
+        # stem BatchNorm input, stem ReLU result (= max-pool input), max-pool output (the first
+        # block's input: its convolutions keep it)
+        "conv/norm/relu": 2.0 * stem_out * e + pooled * e,
+        "max-pool indices": float(pooled * INDEX),
+    }
+    if amp:
+        stem["autocast"] = 3.0 * image_px * 2  # the first convolution keeps the images' 16-bit copy
+    blocks = []
+    conv_weights, largest = 3 * layout.width * 49, 3 * layout.width * 49
+    expansion = 4 if layout.bottleneck else 1
+    for cin, width, stride, s_in in layout.blocks():
+        s_out = _conv_side(s_in, 3, stride, 1)
+        cout = width * expansion
+        down = stride != 1 or cin != cout
+        a_in, a_mid, a_out = s_in * s_in, s_out * s_out, s_out * s_out
+        if layout.bottleneck:
+            # conv1 (1x1) output -> bn1 input; relu1 result -> conv2 input; conv2 (3x3, stride)
+            # output -> bn2; relu2 -> conv3; conv3 output -> bn3; shortcut conv output -> its BN;
+            # the block's ReLU result (its output)
+            elements = 2 * width * a_in + 2 * width * a_mid + cout * a_out + (cout * a_out if down else 0) + cout * a_out
+            weights = cin * width + 9 * width * width + width * cout + (cin * cout if down else 0)
+            largest = max(largest, 9 * width * width, cin * cout if down else 0, width * cout)
+        else:
+            # conv1 output -> bn1; relu1 -> conv2; conv2 output -> bn2; shortcut -> its BN; ReLU result
+            elements = 4 * width * a_out + (cout * a_out if down else 0)
+            weights = 9 * cin * width + 9 * width * width + (cin * cout if down else 0)
+            largest = max(largest, 9 * width * width, 9 * cin * width)
+        bn = 2 * (2 * width + cout) if layout.bottleneck else 4 * width
+        params = weights + bn + (2 * cout if down else 0)
+        conv_weights += weights
+        blocks.append(ConvBlock(saved=float(elements * e), input=float(cin * a_in * e), output=float(cout * a_out * e),
+                                params=params, conv_weights=weights))  # fmt: skip
+    head = {"classifier": float(layout.features * e), "loss": float(layout.classes * FP32)}
+    conv_weights += layout.features * layout.classes
+    largest = max(largest, layout.features * layout.classes)
+    return ConvNet(
+        stem=stem, blocks=tuple(blocks), head=head, images=3.0 * image_px * pixel_bytes + 8, stem_weights=3 * layout.width * 49,
+        conv_weights=conv_weights, largest_param=largest,
+    )

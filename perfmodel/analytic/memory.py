@@ -212,6 +212,10 @@ def estimate_memory(w: Workload, params: ParamCounts | None = None) -> MemoryBre
     """The step's peak memory per GPU (see the module docstring)."""
     p = params or count_params(w.model, w.training)
     if not w.model.is_transformer:
+        layout = act.resnet_layout(w)
+        t = w.training
+        if layout is not None and t.trainable_fraction in (None, 1.0) and not t.lora_r and not t.quantization_bits:
+            return _finish(w, _resnet(w, p, layout))
         return _finish(w, _non_transformer(w, p))
     return _finish(w, _transformer(w, p))
 
@@ -336,7 +340,8 @@ def _transformer(w: Workload, p: ParamCounts) -> _Peak:
     kept = layers_kept + sum(model_level.values())
     if par.pipeline_parallel > 1:  # 1F1B: the first stage holds up to pp micro-batches in flight
         kept *= min(par.pipeline_parallel, t.grad_accum_steps)
-    copies = 0.0
+    copies, layer_copies = 0.0, 0.0
+    copies_bwd: float | None = None
     if amp and not fsdp and not t.quantization_bits:
         # autocast: a 16-bit copy of every matmul weight, kept for its input's gradient (none for
         # the first layer's q/k/v when the embedding is frozen: their input needs no gradient)
@@ -344,9 +349,18 @@ def _transformer(w: Workload, p: ParamCounts) -> _Peak:
         first_qkv = 0.0 if first_input_grad(w) else d * (m.attention_width + 2 * m.kv_heads * m.head_width)
         copies = 2.0 * (pr.linear - first_qkv + head + pr.lora) / split_model  # LoRA adapters: cached casts
         by_kernel["autocast weight copies"] = copies
+        if t.activation_checkpointing:
+            # the copies live in autocast's cache until the forward's autocast region exits
+            # (torch/amp/autocast_mode.py __exit__: torch.clear_autocast_cache()); a checkpointed
+            # layer keeps no matmul's weight, so from the loss's backward on only the head's copy is
+            # kept, and one layer's copies while its recomputation (under the autocast state
+            # checkpoint recorded) is being backpropagated
+            copies_bwd = 2.0 * head / split_model
+            layer_copies = 2.0 * (pr.linear + pr.lora) / max(1, int(m.num_layers or 1)) / split_model
     elif amp and t.quantization_bits:
         copies = 2.0 * pr.head / split_model
         by_kernel["autocast weight copies"] = copies
+    copies_bwd = copies if copies_bwd is None else copies_bwd
 
     # --- the temporaries of each phase ----------------------------------------------------------
     kv_cache = 0.0
@@ -374,8 +388,8 @@ def _transformer(w: Workload, p: ParamCounts) -> _Peak:
     base = weights + optimizer
     phases = {
         "forward/loss": (held, kept + copies, loss_fwd + kv_cache + final_out + comm),
-        "loss backward": (held, kept + copies, loss_bwd + comm),
-        "layer backward": (held + head_grad, kept + copies + recompute, layer_temp + comm),
+        "loss backward": (held, kept + copies_bwd, loss_bwd + comm),
+        "layer backward": (held + head_grad, kept + copies_bwd + layer_copies + recompute, layer_temp + comm),
         # the first layer's backward, the last one: every other layer's gradients are there, its own
         # activations (recomputed under checkpointing) and gradients of the moment beside them
         "first layer backward": (step_grads + ddp_buckets, first_saved, layer_temp + comm),
@@ -467,6 +481,94 @@ def _loss_terms(
     # _log_softmax_backward_data's beside the kept log-probabilities
     upcast = 4.0 if a != 4 else 0.0
     return tokens * vocab * (a + upcast + 4), tokens * vocab * 12
+
+
+LAST_BLOCK_GRADIENTS = 2
+"""Gradients of a ResNet block's output size alive at the start of its backward (beside everything
+still kept): the gradient arriving from above (for the last block, `mean`'s backward expands the
+pooled gradient into a new full-size tensor: derivatives.yaml mean.dim `grad.expand(...) / N`) and
+threshold_backward's new gradient of the block's ReLU, before the ReLU's node releases its input
+and its kept result. Checked against the oracle: 2 x the last block's output at the peak."""
+
+
+def _resnet(w: Workload, p: ParamCounts, layout: act.ResNetLayout) -> _Peak:
+    """A ResNet trained in full, part by part (perfmodel.analytic.activations.convnet: what each
+    convolution, BatchNorm, ReLU, max-pool and the classifier keep, from their autograd
+    definitions). Phases: the end of the forward (everything kept, the loss); the backward, block by
+    block from the last (what earlier blocks keep, the block's own kept tensors, recomputed under
+    checkpointing, the two gradients of its output, the gradients of later blocks' parameters,
+    the autocast weight copies not yet used); the end of backward; the optimizer step."""
+    t, par = w.training, w.parallel
+    net = act.convnet(layout, t.precision)
+    div_w, div_g, div_o = _shard(par.strategy, par.shard_group)
+    b = float(t.micro_batch_size)
+    amp = t.precision.startswith("amp")
+    wb, grad_bytes = float(cv.WEIGHT_BYTES[t.precision]), float(cv.GRAD_BYTES[t.precision])
+    total = float(p.total)
+    pr = _Params(total=total, linear=float(net.conv_weights), head=0.0, lora=0.0, trainable=total,
+                 largest=float(net.largest_param))  # fmt: skip
+    weights = total * wb / div_w
+    optimizer, paged, opt_temp = (x / div_o for x in _states(w, pr, grad_bytes))
+    offloaded = 0.0
+    if par.cpu_offload:
+        offloaded, optimizer = optimizer, 0.0
+    grads_all = total * grad_bytes / div_g
+    held = grads_all if t.grad_accum_steps > 1 else 0.0
+    images = net.images * b
+    comm = cv.DDP_BUCKETS_IN_FLIGHT * cv.DDP_BUCKET_BYTES if par.shard_group > 1 else 0.0
+    ddp_buckets = grads_all if par.strategy == "ddp" and par.shard_group > 1 else 0.0
+    # autocast: a 16-bit copy of every convolution's and the classifier's weight, cached for the
+    # step (torch autocast cached_cast) and kept by each convolution for its input's gradient
+    copy = 2.0 if amp else 0.0
+    stem = sum(net.stem.values()) * b
+    head = sum(net.head.values()) * b
+    blocks = net.blocks
+    ckpt = t.activation_checkpointing
+    # under checkpointing each block keeps only its input (the first block's is the stem's output)
+    kept_blocks = [blk.input * b if ckpt and i else (0.0 if ckpt else blk.saved * b) for i, blk in enumerate(blocks)]
+    by_kernel = {k: v * b for k, v in net.by_kernel().items()}
+    if ckpt:
+        by_kernel["conv/norm/relu"] = by_kernel.get("conv/norm/relu", 0.0) - sum(x.saved for x in blocks) * b
+        by_kernel["checkpoint"] = sum(kept_blocks)
+    copies = copy * net.conv_weights
+    if copies:
+        by_kernel["autocast weight copies"] = copies
+    base = weights + optimizer + images
+    phases = {"forward/loss": held + base + copies + stem + sum(kept_blocks) + head + comm}
+    grads_later = (net.conv_weights - net.stem_weights - sum(x.conv_weights for x in blocks)) * grad_bytes / div_g
+    # from the backward on, the copies of checkpointed blocks are gone with autocast's cache (see
+    # _transformer): the stem's and the classifier's stay, and the block being recomputed makes its own
+    copies_left = copy * (net.stem_weights + layout.features * layout.classes) if ckpt else copies
+    walk = 0.0
+    for i in range(len(blocks) - 1, -1, -1):
+        blk = blocks[i]
+        # what earlier blocks keep, this block's own (under checkpointing: its kept input and its
+        # recomputed tensors; the recomputation's transient sum before the last ReLU is one of
+        # the two output-sized tensors counted below, beside the gradient from above)
+        earlier = sum(kept_blocks[: i + 1]) + (blk.saved * b if ckpt else 0.0)
+        own_copies = copy * blk.conv_weights if ckpt else 0.0
+        alive = held + base + copies_left + own_copies + grads_later + stem + earlier
+        walk = max(walk, alive + LAST_BLOCK_GRADIENTS * blk.output * b + comm)
+        grads_later += blk.params * grad_bytes / div_g
+        if not ckpt:
+            copies_left -= copy * blk.conv_weights
+    phases["layer backward"] = walk
+    phases["end of backward"] = base + grads_all + ddp_buckets + comm
+    phases["optimizer step"] = base + grads_all + ddp_buckets + opt_temp
+    phase = max(phases, key=lambda k: phases[k])
+    value = phases[phase]
+    grads = {"forward/loss": held, "end of backward": grads_all + ddp_buckets, "optimizer step": grads_all + ddp_buckets}
+    g = grads.get(phase, 0.0)
+    if phase == "layer backward":  # the split of the walk's maximum is not tracked: its rest is activations
+        g = held
+    temp = opt_temp if phase == "optimizer step" else comm
+    # the input images count with the activations (the first convolution keeps them, or their
+    # 16-bit copy under autocast while the caller holds the batch)
+    by_kernel["input images"] = images
+    return _Peak(
+        weights=weights, gradients=g, optimizer=optimizer, activations=value - weights - optimizer - g - temp,
+        temporary=temp, phase=phase, paged=paged, offloaded=offloaded, by_kernel={k: v for k, v in by_kernel.items() if v},
+    )  # fmt: skip
 
 
 def _non_transformer(w: Workload, p: ParamCounts) -> _Peak:

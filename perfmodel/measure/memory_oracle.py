@@ -55,6 +55,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from perfmodel.analytic.activations import resnet_layout
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.measure import models
 from perfmodel.measure.configs import SliceConfig
@@ -105,8 +106,10 @@ def unsupported_reason(w: Workload) -> str | None:
     """Why the oracle cannot run `w` (None: it can)."""
     m, t, par = w.model, w.training, w.parallel
     recipe = recipe_of(w)
+    if m.arch == "cnn":
+        return _cnn_unsupported_reason(w)
     if m.arch not in ("decoder", "encoder"):
-        return f"no model definition for a {m.arch} model (decoders and encoders only)"
+        return f"no model definition for a {m.arch} model (decoders, encoders and ResNets only)"
     if m.num_experts > 1:
         return "mixture-of-experts layers are not built"
     if par.num_gpus > 1:
@@ -133,6 +136,34 @@ def unsupported_reason(w: Workload) -> str | None:
         return "this project's plain-PyTorch models have no dropout"
     if m.arch == "encoder" and recipe.fused:
         return "fused kernels are emulated for decoders only"
+    return None
+
+
+def _cnn_unsupported_reason(w: Workload) -> str | None:
+    t, par = w.training, w.parallel
+    if resnet_layout(w) is None:
+        return (
+            "no model definition for this CNN (ResNet-18/34/50/101/152 with torchvision's parameter count "
+            "and a square model.reference_input only)"
+        )
+    if par.num_gpus > 1:
+        return "the oracle runs one device (sharding and parallelism are analytic only)"
+    if par.cpu_offload:
+        return "CPU offload is analytic only"
+    if t.precision == "fp8":
+        return "FP8 matmuls cannot be faked"
+    if t.torch_compile or recipe_of(w).compile:
+        return "torch.compile's partitioner is not replayed (the oracle runs eager)"
+    if t.lora_r or t.quantization_bits:
+        return "LoRA and quantized base weights are built for transformers only"
+    if t.trainable_fraction not in (None, 0.0, 1.0):
+        return "a partly trainable model (training.trainable_fraction) is not built"
+    if t.activation_checkpointing and t.checkpointing_policy != "full":
+        return "selective checkpointing is built for transformers only"
+    if t.optimizer not in ("adamw", "adam", "sgd", "sgd_momentum", "adafactor", "none"):
+        return f"optimizer {t.optimizer} is not built"
+    if (t.optimizer_state or recipe_of(w).optimizer_state) != "fp32":
+        return "8-bit and paged optimizer states are built for transformers only"
     return None
 
 
@@ -274,7 +305,51 @@ def _source(w: Workload) -> str:
 
 
 def _build(w: Workload) -> _Built:
+    if w.model.arch == "cnn":
+        return _build_resnet(w)
     return _build_torch(w) if _source(w) == "torch" else _build_hf(w)
+
+
+def _build_resnet(w: Workload) -> _Built:
+    """perfmodel.measure.models.ResNet, which has torchvision's layers (torchvision/models/resnet.py,
+    checked layer by layer): the 7x7/2 stem convolution without bias, BatchNorm2d, ReLU(inplace=True),
+    MaxPool2d(3, 2, 1); basic blocks (3x3 conv with the stage's stride, BN, ReLU, 3x3 conv, BN) or
+    v1.5 bottlenecks (1x1, BN, ReLU, 3x3 with the stride, BN, ReLU, 1x1 to 4x the width, BN); a 1x1
+    conv + BN shortcut where the stride or the channels change; stages 64-128-256-512 wide; global
+    average pooling and one Linear; every BatchNorm2d with torch's defaults (affine, running
+    statistics). Two differences, neither in what autograd keeps: its blocks call F.relu out of
+    place and add the shortcut out of place (torchvision: nn.ReLU(inplace=True), `out += identity`):
+    relu keeps its result either way and BatchNorm its input, so the saved tensors are the same;
+    only a block's transient peak holds one more activation-sized tensor (the BN output beside the
+    ReLU output). The input images are in the parameters' dtype, as the slices feed them."""
+    layout = resnet_layout(w)
+    if layout is None:  # unsupported_reason said so first
+        raise ValueError("not a ResNet the oracle can build")
+    weights, _ = _dtypes(w)
+    t = w.training
+    config = SliceConfig(
+        kind="resnet", micro_batch_size=t.micro_batch_size, cnn_width=layout.width, cnn_blocks=layout.stages,
+        cnn_bottleneck=layout.bottleneck, image_size=layout.image, num_classes=layout.classes,
+    )  # fmt: skip
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(weights)  # parameters and BatchNorm buffers in that dtype, as `model.to(dtype)` makes them
+    try:
+        model = models.build_model(config, "cpu")
+    finally:
+        torch.set_default_dtype(previous)
+    model.train()
+    if t.trainable_fraction == 0.0:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    if t.activation_checkpointing:
+        _checkpoint_torch(model, "full")
+    kind = "bottleneck" if layout.bottleneck else "basic"
+    description = (
+        f"perfmodel.measure.models ResNet {layout.stages} {kind} {layout.image}px (plain PyTorch, "
+        f"torch {torch.__version__}), {weights}"
+    )
+    layers: list[Any] = list(model.blocks)  # type: ignore[arg-type]
+    return _Built(model=model, body=None, head=None, layers=layers, description=description, notes=[])
 
 
 def _build_torch(w: Workload) -> _Built:
@@ -712,10 +787,16 @@ class _Step:
 
         w, t = self.w, self.w.training
         b, s = t.micro_batch_size, t.seq_len
-        vocab = w.model.vocab_size or 30522
-        ids = torch.randint(0, vocab, (b, s))
-        labels = torch.randint(0, 2, (b,)) if w.model.arch == "encoder" else ids
-        self.inputs = [ids, labels]
+        if w.model.arch == "cnn":  # images in the parameters' dtype and class labels, as models.ResNet.synthetic_batch
+            layout = resnet_layout(w)
+            side, classes = (layout.image, layout.classes) if layout else (224, 1000)
+            images = torch.randn(b, 3, side, side, dtype=_dtypes(w)[0])
+            self.inputs = [images, torch.randint(0, classes, (b,))]
+        else:
+            vocab = w.model.vocab_size or 30522
+            ids = torch.randint(0, vocab, (b, s))
+            labels = torch.randint(0, 2, (b,)) if w.model.arch == "encoder" else ids
+            self.inputs = [ids, labels]
         self.trainable = [p for p in self.built.model.parameters() if p.requires_grad]
         if not self.trainable or t.optimizer == "none":
             return
@@ -786,6 +867,8 @@ class _Step:
 
         ids, labels = self.inputs
         model, built = self.built.model, self.built
+        if self.w.model.arch == "cnn":
+            return model.loss({"images": ids, "labels": labels})
         if built.body is None:  # this project's plain-PyTorch model
             return model.loss({"tokens": ids, "labels": labels})
         if self.w.model.arch == "encoder" or self.recipe.loss == "materialized" and "loss" not in self.recipe.fused:
