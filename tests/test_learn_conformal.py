@@ -200,3 +200,47 @@ def test_a_family_whose_plan_is_approximate_does_not_widen_the_decoders_beside_i
     txl_half, _ = apart.regime_half_width(feats(0), 0.9, "transformer-xl")
     assert np.mean(np.abs(rng.normal(1.5, 0.3, 4000)) <= txl_half) >= 0.85
     assert regime_of(feats(0), "transformer-xl")[1] == "approximate plan" != regime_of(feats(0), "llama")[1]
+
+
+def test_an_eager_job_with_no_runs_of_its_kind_backs_off_to_its_stack_before_its_kind():
+    """Known truth: eager one-GPU decoders and encoders (the kernel plan as PyTorch dispatches it)
+    err by |N(0, 0.15)|; fused one-GPU CNN pipelines (DLE-style recipes: what they fuse, data
+    loading) by |N(0.6, 0.4)|. An eager CNN with no runs of its own kind (timm held out) now backs
+    off to '1 device, any kind, eager' before '1 device, cnn': eager CNNs that truly err like the
+    other eager jobs are covered at about 90% by an interval a fraction as wide as the one the
+    fused CNNs' pool gave. A fused CNN keeps its kind's pool; an approximate plan's runs never enter
+    the stack cell."""
+    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
+    from perfmodel.learn.interval_policy import IntervalPolicy, TrainingDomain
+    from perfmodel.learn.regimes import cell_keys, describe, pooled_keys, regime_of
+
+    def feats(arch, fused):
+        return {"num_gpus": 1, "num_nodes": 1, "lora_r": 0, "precision": "bf16", "arch": arch,
+                "recipe_fused_kinds": 3 if fused else 0, "log_params_total": 8.5}  # fmt: skip
+
+    domain = TrainingDomain(gpus_seen=frozenset(), families_seen=frozenset(), vendors_seen=frozenset(),
+                            generations_seen=frozenset(), numeric_ranges={}, categories_seen={})  # fmt: skip
+    rng = np.random.default_rng(1)
+    eager = np.abs(rng.normal(0, 0.15, 80))
+    fused_cnn = np.abs(rng.normal(0.6, 0.4, 60))
+    scores = list(eager) + list(fused_cnn)
+    cells = [regime_of(feats("decoder" if i % 2 else "encoder", False)) for i in range(80)]
+    cells += [regime_of(feats("cnn", True)) for _ in range(60)]
+    groups = [f"r{i}" for i in range(len(scores))]
+    sources = [f"s{i % 4}" for i in range(80)] + [f"dle{i % 2}" for i in range(60)]
+    policy = IntervalPolicy(hardware_scores=sorted(scores), family_scores=[], domain=domain,
+                            regime_scores=mondrian_scores(scores, cells, groups, sources),
+                            regime_runs=mondrian_runs(cells, groups))  # fmt: skip
+
+    eager_cnn, warns = policy.regime_half_width(feats("cnn", False), 0.9)
+    fused_half, _ = policy.regime_half_width(feats("cnn", True), 0.9)
+    assert "1 device, any kind, eager" in warns[0]
+    assert eager_cnn < fused_half / 2
+    fresh = np.abs(rng.normal(0, 0.15, 4000))
+    assert 0.88 <= np.mean(fresh <= eager_cnn) <= 1.0  # its pool's 90% quantile, widened x1.25
+    # the order of the back-off, and an approximate plan's runs kept out of the stack cell
+    keys = cell_keys(regime_of(feats("cnn", False)))
+    assert keys.index("1 device|*|eager") == keys.index("1 device|cnn|eager") + 1 == keys.index("1 device|cnn") - 1
+    plan = regime_of(feats("decoder", True), "transformer-xl")
+    assert not any("*" in k.split("|") for k in pooled_keys(plan)) and pooled_keys(plan)[-1] == "1 device|approximate plan"
+    assert describe("1 device|*|eager") == "1 device, any kind, eager"

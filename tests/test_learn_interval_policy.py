@@ -194,3 +194,29 @@ def test_a_thin_regime_backs_off_to_its_parent_widened_and_says_so():
     assert half == pytest.approx(0.2 * 1.25)
     assert len(warnings) == 1 and "5 in regime 1 device, decoder, eager, QLoRA, 16-bit, 1B-10B" in warnings[0]
     assert "comes from 1 device, decoder (60 runs)" in warnings[0]
+
+
+def test_an_unseen_family_takes_the_family_residuals_of_its_own_regime():
+    """Held-out-family residuals split by regime: eager one-GPU decoders 0.01 .. 0.39 (39 runs: 90%
+    quantile the 36th smallest, 0.36), everything pooled 0.01 .. 0.39 and 1.0 .. 3.9 (the fused
+    regimes' large errors). An unseen family in the eager regime takes its cell's 0.36, not the
+    pool's; a regime with no family cell of its own backs off widened (x1.25) and says so; a
+    model without family cells (calibrated before them) keeps the pooled family quantile."""
+    eager = [i / 100 for i in range(1, 40)]
+    pooled = sorted(eager + [i / 10 for i in range(10, 40)])
+    feats = {"num_gpus": 1, "num_nodes": 1, "precision": "bf16", "arch": "decoder", "log_params_total": 9.5}
+    own = "1 device|decoder|eager|full|16-bit|1B-10B"
+    cells = {own: eager, "1 device": pooled, "*": pooled}
+    runs = {own: 39, "1 device": 69, "*": 69}
+    policy = IntervalPolicy(
+        hardware_scores=HW, family_scores=pooled, domain=DOMAIN, family_regime_scores=cells, family_regime_runs=runs
+    )
+    new = query(model_family="never-seen", features=feats)
+    half, warns = policy.interval(new, 0.9)
+    assert half == pytest.approx(0.36)
+    assert any("never-seen" in w for w in warns)
+    fused, fused_warns = policy.interval(query(model_family="never-seen", features={**feats, "recipe_fused_kinds": 3}), 0.9)
+    assert fused == pytest.approx(1.25 * pooled[math.ceil(0.9 * 70) - 1])
+    assert any("comes from 1 device" in w for w in fused_warns)
+    old = IntervalPolicy(hardware_scores=HW, family_scores=pooled, domain=DOMAIN)
+    assert old.interval(new, 0.9)[0] == pytest.approx(pooled[math.ceil(0.9 * 70) - 1])

@@ -162,8 +162,17 @@ def test_unseen_model_family_uses_the_held_out_family_calibration(trained):
         (base,) = model.correct(items_for([in_domain_row(kept)]), 0.9)
         (new,) = model.correct(items_for([row]), 0.9)
     assert any("model family 'never-seen'" in w for w in new.warnings)
-    family = np.asarray(model.metadata.conformal.family.abs_residuals_sorted)
+    # the held-out-family residuals of the first cell, finest first, with >= 30 runs (x1.25 when it
+    # is not the query's own), by the split-conformal order statistic
+    from perfmodel.learn.regimes import cell_keys
+
+    cells = model.metadata.conformal.family_mondrian
+    assert cells is not None
+    keys = cell_keys(_regime(model, kept))
+    chosen = next(k for k in keys if cells.runs.get(k, 0) >= 30)
+    family = np.asarray(cells.cells[chosen])
     q_family = float(np.quantile(family, math.ceil(0.9 * (len(family) + 1)) / len(family), method="lower"))
+    q_family *= 1.0 if chosen == keys[0] else 1.25
     expected = max(q_family, base.log_high - base.log_ratio)
     assert new.log_high - new.log_ratio == pytest.approx(expected, abs=1e-5)
 

@@ -157,15 +157,18 @@ def build_metadata(
             hardware=_residuals(calibration, CALIBRATION_COLUMN),
             mondrian=_mondrian(X, kept, calibration),
             family=None if family_calibration is None else _residuals(family_calibration, FAMILY_COLUMN),
+            family_mondrian=None if family_calibration is None else _mondrian(X, kept, family_calibration),
         ),
         ood_widening=OOD_WIDENING,
         interval_policy=(
             "half-width = conformal quantile of out-of-fold |log residuals| from cross-validation "
             f"holding out whole sources ({CALIBRATION_COLUMN}), one vote per run, in the query's regime "
-            "(scale x method x precision x parameters; Mondrian); a regime with too few runs uses the "
-            "nearest coarser regime, widened, with a warning; unseen GPU: same interval plus a warning; "
+            "(scale x kind x stack x method x precision x parameters; Mondrian); a regime with too few runs uses the "
+            "nearest coarser regime (an eager job: its scale's eager jobs of any kind before its kind "
+            "alone), widened, with a warning; unseen GPU: same interval plus a warning; "
             "unseen model family: the larger of that and the quantile from cross-validation holding "
-            f"out whole model families ({FAMILY_COLUMN}), plus a warning; outside the training domain: "
+            f"out whole model families ({FAMILY_COLUMN}) in the query's regime (backed off likewise), "
+            "plus a warning; outside the training domain: "
             f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
         domain=training_domain(X, kept),

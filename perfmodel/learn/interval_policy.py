@@ -10,7 +10,9 @@ Recorded in every model's metadata ("interval_policy"):
     unchanged plus a warning: most sources are the only measurements of their accelerators, so
     the source-held-out residuals already include predicting unseen ones;
   * a model family that was never in training gets the larger of that quantile and the one from
-    cross-validation holding out whole model families, plus a warning;
+    cross-validation holding out whole model families, taken in the query's regime and backed off
+    the same way (models calibrated before that have the family quantile over all regimes), plus a
+    warning;
   * a query outside the training domain - unseen accelerator vendor or generation, unseen
     architecture / compute dtype / strategy, or parameters, tokens per micro-batch or
     GPU count beyond the training range - gets the half-width times `ood_widening` and a warning.
@@ -163,6 +165,8 @@ class IntervalPolicy:
         min_runs_per_cell: int = MIN_RUNS_PER_CELL,
         thin_evidence_widening: float = THIN_EVIDENCE_WIDENING,
         regime_runs: Mapping[str, int] | None = None,
+        family_regime_scores: Mapping[str, Sequence[float]] | None = None,
+        family_regime_runs: Mapping[str, int] | None = None,
     ) -> None:
         self.hardware_scores = list(hardware_scores)
         """Sorted |log residuals| of the main (grouped) calibration, all regimes together."""
@@ -175,6 +179,10 @@ class IntervalPolicy:
         self.thin_evidence_widening = float(thin_evidence_widening)
         self.family_scores = list(family_scores)
         """Sorted |log residuals| of the held-out-model-family calibration (may be empty)."""
+        self.family_regime_scores = {k: list(v) for k, v in (family_regime_scores or {}).items()}
+        """Regime cell key -> sorted |log residuals| of the held-out-model-family calibration (empty
+        for models calibrated before it existed: an unseen family then takes `family_scores`)."""
+        self.family_regime_runs = dict(family_regime_runs) if family_regime_runs else None
         self.domain = domain
         self.ood_widening = float(ood_widening)
 
@@ -194,6 +202,8 @@ class IntervalPolicy:
             if mondrian is None or mondrian.thin_evidence_widening is None
             else mondrian.thin_evidence_widening,
             regime_runs=mondrian.runs if mondrian else None,
+            family_regime_scores=conformal.family_mondrian.cells if conformal.family_mondrian else None,
+            family_regime_runs=conformal.family_mondrian.runs if conformal.family_mondrian else None,
         )
 
     def regime_half_width(
@@ -205,17 +215,42 @@ class IntervalPolicy:
         widened by `thin_evidence_widening`, with a warning naming what stands in."""
         if not self.regime_scores:
             return self.half_width(confidence, "hardware")
+        return self._cells_half_width(
+            self.regime_scores, self.regime_runs, self.hardware_scores, features, confidence, family
+        )
+
+    def family_half_width(
+        self, features: Mapping[str, Any], confidence: float, family: str | None = None
+    ) -> tuple[float, tuple[str, ...]]:
+        """Half-width (log) for a model family never seen in training: the held-out-family
+        calibration's residuals in the query's regime, backed off as `regime_half_width` does;
+        the pooled family quantile (`half_width(..., "family")`) for a model without them."""
+        if not self.family_regime_scores:
+            return self.half_width(confidence, "family")
+        return self._cells_half_width(
+            self.family_regime_scores, self.family_regime_runs, self.family_scores, features, confidence, family
+        )
+
+    def _cells_half_width(
+        self,
+        cells: Mapping[str, Sequence[float]],
+        cell_runs: Mapping[str, int] | None,
+        pooled: Sequence[float],
+        features: Mapping[str, Any],
+        confidence: float,
+        family: str | None,
+    ) -> tuple[float, tuple[str, ...]]:
         keys = cell_keys(regime_of(features, family))
 
         def runs(key: str) -> int:
-            if self.regime_runs is not None:
-                return int(self.regime_runs.get(key, 0))
-            return len(self.regime_scores.get(key, ()))
+            if cell_runs is not None:
+                return int(cell_runs.get(key, 0))
+            return len(cells.get(key, ()))
 
         chosen = next((k for k in keys if runs(k) >= self.min_runs_per_cell), None)
         if chosen is None:  # nothing is well measured (a small model): the largest pool there is
             chosen = max(keys, key=runs)
-        scores = self.regime_scores.get(chosen, ()) or self.hardware_scores
+        scores = cells.get(chosen, ()) or pooled
         q = conformal_quantile(scores, float(confidence))
         warns: tuple[str, ...] = ()
         if math.isinf(q):
@@ -265,7 +300,7 @@ class IntervalPolicy:
         q, level_warn = self.regime_half_width(query.features, confidence, query.model_family)
         check = self.check(query)
         if check.new_family:
-            q_fam, warn_fam = self.half_width(confidence, "family")
+            q_fam, warn_fam = self.family_half_width(query.features, confidence, query.model_family)
             if q_fam > q:
                 q, level_warn = q_fam, warn_fam
         if check.widen:

@@ -162,6 +162,9 @@ class Conformal:
     """The main calibration by regime (None: a model calibrated before regimes existed)."""
     family: Residuals | None = None
     """The held-out-model-family calibration (None: fewer than 2 families, or not run)."""
+    family_mondrian: MondrianCells | None = None
+    """The held-out-model-family calibration by regime (None: a model calibrated before it
+    existed; an unseen family then takes the pooled `family` quantile)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Conformal:
@@ -170,6 +173,9 @@ class Conformal:
             method=str(data.get("method", "")),
             mondrian=MondrianCells.from_json(data["mondrian"]) if data.get("mondrian") else None,
             family=Residuals.from_json(data["family"]) if data.get("family") else None,
+            family_mondrian=MondrianCells.from_json(data["family_mondrian"])
+            if data.get("family_mondrian")
+            else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -177,6 +183,8 @@ class Conformal:
         if self.mondrian is not None:
             out["mondrian"] = self.mondrian.to_json()
         out["family"] = None if self.family is None else self.family.to_json()
+        if self.family_mondrian is not None:
+            out["family_mondrian"] = self.family_mondrian.to_json()
         return out
 
 
