@@ -104,7 +104,7 @@ class OracleMemory:
 
 def unsupported_reason(w: Workload) -> str | None:
     """Why the oracle cannot run `w` (None: it can)."""
-    m, t, par = w.model, w.training, w.parallel
+    m, t = w.model, w.training
     recipe = recipe_of(w)
     if m.arch == "cnn":
         return _cnn_unsupported_reason(w)
@@ -112,14 +112,9 @@ def unsupported_reason(w: Workload) -> str | None:
         return f"no model definition for a {m.arch} model (decoders, encoders and ResNets only)"
     if m.num_experts > 1:
         return "mixture-of-experts layers are not built"
-    if par.num_gpus > 1:
-        return "the oracle runs one device (sharding and parallelism are analytic only)"
-    if par.cpu_offload:
-        return "CPU offload is analytic only"
-    if t.precision == "fp8":
-        return "FP8 matmuls cannot be faked"
-    if t.torch_compile or recipe.compile:
-        return "torch.compile's partitioner is not replayed (the oracle runs eager)"
+    common = _device_and_stack_reason(w)
+    if common:
+        return common
     if recipe.activation_offload and t.activation_checkpointing:
         return "activation offloading is analytic only"
     if recipe.lora_fused:
@@ -139,13 +134,9 @@ def unsupported_reason(w: Workload) -> str | None:
     return None
 
 
-def _cnn_unsupported_reason(w: Workload) -> str | None:
+def _device_and_stack_reason(w: Workload) -> str | None:
+    """What no model definition of the oracle runs: several devices, offload, FP8, compile."""
     t, par = w.training, w.parallel
-    if resnet_layout(w) is None:
-        return (
-            "no model definition for this CNN (ResNet-18/34/50/101/152 with torchvision's parameter count "
-            "and a square model.reference_input only)"
-        )
     if par.num_gpus > 1:
         return "the oracle runs one device (sharding and parallelism are analytic only)"
     if par.cpu_offload:
@@ -154,6 +145,19 @@ def _cnn_unsupported_reason(w: Workload) -> str | None:
         return "FP8 matmuls cannot be faked"
     if t.torch_compile or recipe_of(w).compile:
         return "torch.compile's partitioner is not replayed (the oracle runs eager)"
+    return None
+
+
+def _cnn_unsupported_reason(w: Workload) -> str | None:
+    t = w.training
+    if resnet_layout(w) is None:
+        return (
+            "no model definition for this CNN (ResNet-18/34/50/101/152 with torchvision's parameter count "
+            "and a square model.reference_input only)"
+        )
+    common = _device_and_stack_reason(w)
+    if common:
+        return common
     if t.lora_r or t.quantization_bits:
         return "LoRA and quantized base weights are built for transformers only"
     if t.trainable_fraction not in (None, 0.0, 1.0):
