@@ -114,9 +114,13 @@ def _residuals(calibration: GroupedCalibration, groups: str) -> Residuals:
     )
 
 
-def _mondrian(X: Any, kept: Any, calibration: GroupedCalibration) -> MondrianCells:
+def _regimes(X: Any, kept: Any) -> list[tuple[str, ...]]:
+    """The regime of every row (`regimes.regime_of`), computed once for every calibration's cells."""
     families = [str(f) for f in kept[FAMILY_COLUMN]]
-    regimes = [regime_of(row, fam) for row, fam in zip(X.to_dict("records"), families, strict=True)]
+    return [regime_of(row, fam) for row, fam in zip(X.to_dict("records"), families, strict=True)]
+
+
+def _mondrian(regimes: list[tuple[str, ...]], kept: Any, calibration: GroupedCalibration) -> MondrianCells:
     groups = run_groups(kept)
     scored = [r for r, s in zip(regimes, calibration.row_scores, strict=True) if s == s]  # NaN: not scored
     scored_groups = [g for g, s in zip(groups, calibration.row_scores, strict=True) if s == s]
@@ -140,6 +144,7 @@ def build_metadata(
     family_calibration: GroupedCalibration | None = None,
 ) -> ModelMetadata:
     """Everything `LearnedModel` and `model_files` need beside the trees (format stamped on save)."""
+    regimes = _regimes(X, kept)
     return ModelMetadata(
         format=METADATA_FORMAT,
         version="unregistered",
@@ -155,9 +160,9 @@ def build_metadata(
             method="MAPIE CrossConformalRegressor(method='base', conformity_score='absolute'), "
             "Mondrian per regime",
             hardware=_residuals(calibration, CALIBRATION_COLUMN),
-            mondrian=_mondrian(X, kept, calibration),
+            mondrian=_mondrian(regimes, kept, calibration),
             family=None if family_calibration is None else _residuals(family_calibration, FAMILY_COLUMN),
-            family_mondrian=None if family_calibration is None else _mondrian(X, kept, family_calibration),
+            family_mondrian=None if family_calibration is None else _mondrian(regimes, kept, family_calibration),
         ),
         ood_widening=OOD_WIDENING,
         interval_policy=(
