@@ -154,6 +154,19 @@ def test_mondrian_scores_count_each_run_once():
     assert cells["1 device|full|16-bit|<100M"] == [0.2, 0.9] == cells["*"] == cells["1 device"]
 
 
+def _regime_policy(scores, regimes, groups, sources):
+    """An interval policy whose only calibration is per-regime (Mondrian) cells of these run scores,
+    with an empty training domain (no out-of-domain widening applies)."""
+    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
+    from perfmodel.learn.interval_policy import IntervalPolicy, TrainingDomain
+
+    domain = TrainingDomain(gpus_seen=frozenset(), families_seen=frozenset(), vendors_seen=frozenset(),
+                            generations_seen=frozenset(), numeric_ranges={}, categories_seen={})  # fmt: skip
+    return IntervalPolicy(hardware_scores=sorted(scores), family_scores=[], domain=domain,
+                          regime_scores=mondrian_scores(scores, regimes, groups, sources),
+                          regime_runs=mondrian_runs(regimes, groups))  # fmt: skip
+
+
 def test_a_family_whose_plan_is_approximate_does_not_widen_the_decoders_beside_it():
     """Known truth: fused one-GPU decoders (LLMs the plan costs op by op) err by |N(0, 0.15)|,
     Transformer-XL rows of the same scale and stack by |N(1.5, 0.3)| (the plan leaves out its
@@ -163,16 +176,12 @@ def test_a_family_whose_plan_is_approximate_does_not_widen_the_decoders_beside_i
     interval covers decoders at about its level and is a fraction as wide, and a Transformer-XL
     query still gets an interval that covers Transformer-XL; nor do its errors enter the pools above
     its kind ('1 device'), where a kind with no runs of its own backs off to."""
-    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
-    from perfmodel.learn.interval_policy import IntervalPolicy, TrainingDomain
     from perfmodel.learn.regimes import regime_of
 
     def feats(lora):
         return {"num_gpus": 1, "num_nodes": 1, "lora_r": lora, "precision": "bf16", "arch": "decoder",
                 "recipe_fused_kinds": 3, "log_params_total": 9.5}  # fmt: skip
 
-    domain = TrainingDomain(gpus_seen=frozenset(), families_seen=frozenset(), vendors_seen=frozenset(),
-                            generations_seen=frozenset(), numeric_ranges={}, categories_seen={})  # fmt: skip
     rng = np.random.default_rng(0)
     llm = np.abs(rng.normal(0, 0.15, 60))
     txl = np.abs(rng.normal(1.5, 0.3, 40))
@@ -181,10 +190,7 @@ def test_a_family_whose_plan_is_approximate_does_not_widen_the_decoders_beside_i
     sources = ["a"] * 30 + ["b"] * 30 + ["lambda"] * 40
 
     def policy(families):
-        cells = [regime_of(feats(0), fam) for fam in families]
-        return IntervalPolicy(hardware_scores=sorted(scores), family_scores=[], domain=domain,
-                              regime_scores=mondrian_scores(scores, cells, groups, sources),
-                              regime_runs=mondrian_runs(cells, groups))  # fmt: skip
+        return _regime_policy(scores, [regime_of(feats(0), fam) for fam in families], groups, sources)
 
     pooled = policy(["llama"] * 100)  # as before: Transformer-XL counted as a decoder
     apart = policy(["llama"] * 60 + ["transformer-xl"] * 40)
@@ -210,16 +216,12 @@ def test_an_eager_job_with_no_runs_of_its_kind_backs_off_to_its_stack_before_its
     other eager jobs are covered at about 90% by an interval a fraction as wide as the one the
     fused CNNs' pool gave. A fused CNN keeps its kind's pool; an approximate plan's runs never enter
     the stack cell."""
-    from perfmodel.learn.conformal import mondrian_runs, mondrian_scores
-    from perfmodel.learn.interval_policy import IntervalPolicy, TrainingDomain
     from perfmodel.learn.regimes import cell_keys, describe, pooled_keys, regime_of
 
     def feats(arch, fused):
         return {"num_gpus": 1, "num_nodes": 1, "lora_r": 0, "precision": "bf16", "arch": arch,
                 "recipe_fused_kinds": 3 if fused else 0, "log_params_total": 8.5}  # fmt: skip
 
-    domain = TrainingDomain(gpus_seen=frozenset(), families_seen=frozenset(), vendors_seen=frozenset(),
-                            generations_seen=frozenset(), numeric_ranges={}, categories_seen={})  # fmt: skip
     rng = np.random.default_rng(1)
     eager = np.abs(rng.normal(0, 0.15, 80))
     fused_cnn = np.abs(rng.normal(0.6, 0.4, 60))
@@ -228,9 +230,7 @@ def test_an_eager_job_with_no_runs_of_its_kind_backs_off_to_its_stack_before_its
     cells += [regime_of(feats("cnn", True)) for _ in range(60)]
     groups = [f"r{i}" for i in range(len(scores))]
     sources = [f"s{i % 4}" for i in range(80)] + [f"dle{i % 2}" for i in range(60)]
-    policy = IntervalPolicy(hardware_scores=sorted(scores), family_scores=[], domain=domain,
-                            regime_scores=mondrian_scores(scores, cells, groups, sources),
-                            regime_runs=mondrian_runs(cells, groups))  # fmt: skip
+    policy = _regime_policy(scores, cells, groups, sources)
 
     eager_cnn, warns = policy.regime_half_width(feats("cnn", False), 0.9)
     fused_half, _ = policy.regime_half_width(feats("cnn", True), 0.9)

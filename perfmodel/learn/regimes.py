@@ -96,11 +96,11 @@ def cell_keys(regime: tuple[str, ...]) -> list[str]:
     made a held-out eager CNN's interval x6.6 wide for ~17% median error (README, "Accuracy"). A
     fused job has no such cell: what a fused stack fuses differs by kind, so its kind stays the
     closer stand-in (with a fused stack cell, held-out fused regimes widened)."""
-    keys = ["|".join(regime[:k]) for k in range(len(regime), 2, -1)]
+    keys = ["|".join(regime[:k]) for k in range(len(regime), 0, -1)] + ["*"]
     stack = LEVELS.index("stack")
-    if len(regime) > stack and regime[stack] == "eager":
-        keys.append("|".join((*regime[: LEVELS.index("kind")], ANY_KIND, regime[stack])))
-    return keys + ["|".join(regime[:k]) for k in range(min(2, len(regime)), 0, -1)] + ["*"]
+    if len(regime) > stack and regime[stack] == "eager":  # just before 'scale|kind'
+        keys.insert(len(regime) - stack, "|".join((*regime[: LEVELS.index("kind")], ANY_KIND, regime[stack])))
+    return keys
 
 
 def pooled_keys(regime: tuple[str, ...]) -> list[str]:
