@@ -5,6 +5,7 @@ calibration of the machine it runs on: $PERFMODEL_CALIBRATION_DIR points at an e
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -64,6 +65,27 @@ def quiet_host() -> float:
     if busy > QUIET_BUSY_FRACTION:
         pytest.skip(f"a timing check needs a quiet host: {busy:.0%} of {os.cpu_count()} cores busy in the last second")
     return busy
+
+
+TIMING_ROUNDS = 2
+"""Independent rounds a `timing` test may take (`in_timing_rounds`); the last one's assertions decide.
+On this project's 2-core hosts a quiet-looking host still moves one real run against another: in
+2026-12-06's runs on an Intel host, about one round in four of each of the three longest timing
+checks landed outside (the real-CPU calibration: its slices 1.6x slower than the held-out passes a
+minute later; validate --trainer: the full run 26% faster than its 10% run said; validate of a real
+Ludwig run: 18% slower), and each passed when run again alone. Both rounds failing still fails."""
+
+
+def in_timing_rounds(check: Callable[[], None], rounds: int = TIMING_ROUNDS) -> None:
+    """Run `check` (a whole measurement and its assertions) up to `rounds` times, until one passes."""
+    for attempt in range(1, rounds + 1):
+        try:
+            check()
+            return
+        except AssertionError as exc:
+            if attempt == rounds:
+                raise
+            print(f"  timing round {attempt} of {rounds} failed ({exc}); measuring again")
 
 
 def pytest_ignore_collect(collection_path, config):  # type: ignore[no-untyped-def]
