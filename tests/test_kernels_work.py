@@ -55,6 +55,25 @@ def test_eager_rmsnorm_moves_the_census_bytes() -> None:
     assert fused.bytes_moved == fused.bytes and fused.launches == 3
 
 
+def test_math_attention_moves_what_cuda_dispatches_by_hand() -> None:
+    # Hugging Face eager attention, causal, bf16, batch 2, 3 heads, 128 tokens, head_dim 64.
+    # Forward per score: QK^T writes 2, PV reads 2 (the GEMMs'); scale 2+2; mask add 2+2; cast to fp32
+    # 2+4; softmax 4+4; cast back 4+2 = 32 bytes; plus q, k, v read and o written (4 x 2 x 3 x 128 x 64
+    # x 2 bytes) and the fp32 log-sum-exp row (2 x 3 x 128 x 4): 2 GEMMs + 5 elementwise kernels
+    scores = 2 * 3 * 128 * 128
+    fwd = W.attention_work(2, 3, 128, 128, 64, "bf16", causal=True, variant="math", phase="forward")
+    assert fwd.bytes_moved == 32 * scores + 4 * 2 * 3 * 128 * 64 * 2 + 2 * 3 * 128 * 4
+    assert fwd.launches == 7
+    assert fwd.flops == 4 * scores * 64  # every score is computed; the mask is applied after QK^T
+    # backward, no mask (timm's ViT): dP written, P and dS read (4 x 2); the cast back's gradient 2+4,
+    # softmax backward 4+4+4, the cast's gradient 4+2, the scale's 2+2 = 36 bytes per score; q, k, v, o,
+    # dO read and dq, dk, dv written (2 x 4 x 2 x 3 x 128 x 64 x 2) and the log-sum-exp: 4 GEMMs + 4 kernels
+    bwd = W.attention_work(2, 3, 128, 128, 64, "bf16", causal=False, variant="math", phase="backward")
+    assert bwd.bytes_moved == 36 * scores + 2 * 4 * 2 * 3 * 128 * 64 * 2 + 2 * 3 * 128 * 4
+    assert bwd.launches == 8
+    assert W.math_elementwise_bytes(bwd) == 28 * scores  # what streams beyond the GEMMs' own bytes
+
+
 def test_every_constructor_keeps_moved_at_least_ideal() -> None:
     works = [
         W.norm_work(512, 768, d, variant=v, impl=i, phase=p)

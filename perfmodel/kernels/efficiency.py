@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.errors import DataError
-from perfmodel.kernels.work import KERNEL_KINDS, KernelWork, gemm_parts
+from perfmodel.kernels.work import KERNEL_KINDS, KernelWork, gemm_parts, math_elementwise_bytes
 from perfmodel.workload import GPUSpec
 
 PARAMS_PATH = Path(__file__).with_name("efficiency.json")
@@ -288,14 +288,14 @@ class Design:
     flops: np.ndarray
     bytes: np.ndarray
     bytes_moved: np.ndarray
-    gemm_bytes: np.ndarray  # bytes the GEMM parts stream (0 for the math attention: its extra traffic)
+    gemm_bytes: np.ndarray  # bytes the GEMM parts stream (a math attention: its GEMMs' own, not its elementwise kernels')
     floor: np.ndarray
     pm: np.ndarray  # (rows, MAX_PARTS) GEMM dims, 0 = no part
     pn: np.ndarray
     pk: np.ndarray
     pb: np.ndarray
     pflops: np.ndarray  # (rows, MAX_PARTS) FLOPs of each part
-    codes: dict[str, np.ndarray]  # categorical -> int code per row: kind, kind_variant, impl, phase_key
+    codes: dict[str, np.ndarray]  # categorical -> int code per row: kind, kind_variant, impl, phase_key, stream_kind...
     levels: dict[str, list[str]]  # categorical -> its distinct values (code i = levels[i])
 
     def subset(self, mask: np.ndarray) -> Design:
@@ -332,6 +332,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     parts = {name: np.zeros((n, MAX_PARTS)) for name in ("pm", "pn", "pk", "pb", "pflops")}
     cats: dict[str, list[str]] = {
         "kind": [], "kind_variant": [], "impl": [], "phase_key": [], "impl_phase": [],
+        "stream_kind": [], "stream_kind_variant": [],
     }  # fmt: skip
     feats: dict[int, GpuFeatures] = {}
     for i, (w, gpu) in enumerate(pairs):
@@ -358,9 +359,13 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         cats["impl"].append(w.impl)
         cats["phase_key"].append(f"{w.kind}/{w.variant}/{w.phase}")
         cats["impl_phase"].append(f"{w.impl}/{w.phase}")
+        # the streaming factor's kind: a math attention's traffic beyond its GEMMs is elementwise kernels
+        math_attention = w.kind == "attention" and w.variant == "math"
+        cats["stream_kind"].append("elementwise" if math_attention else w.kind)
+        cats["stream_kind_variant"].append("elementwise/softmax" if math_attention else f"{w.kind}/{w.variant}")
         if w.kind in GEMM_KINDS:
             cols["gemm"][i] = 1.0
-            cols["gemm_bytes"][i] = 0.0 if w.variant == "math" else w.bytes
+            cols["gemm_bytes"][i] = w.bytes_moved - math_elementwise_bytes(w) if math_attention else w.bytes
             gp = _gemm_parts(w)
             raw = [2.0 * m * nn * k * b for m, nn, k, b in gp]
             total = sum(raw) or 1.0
@@ -412,8 +417,8 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
                   for name in ("t_launch_s", "t_launch_gemm_s", "eta_bw", "eta_c")}  # fmt: skip
     inv_bw = 1.0 / (d.bw * per_vendor["eta_bw"]) + 1.0 / (d.sm * _get(v, "r_sm_bytes_per_s"))
     factor = np.exp(
-        d.table_of("f.", "kind", v)
-        + d.table_of("f.", "kind_variant", v)
+        d.table_of("f.", "stream_kind", v)
+        + d.table_of("f.", "stream_kind_variant", v)
         + d.table_of("f.impl/", "impl", v)
         + d.table_of("f.phase/", "impl_phase", v)
     )

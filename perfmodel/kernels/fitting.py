@@ -110,7 +110,7 @@ def _params_for(d: Design) -> list[_Param]:
             out.append(_Param(f"eta_c.{v}", "id", rows & no_meas))
     out.append(_Param("r_sm_bytes_per_s", "log", np.ones_like(gemm)))
     reference = {"impl": "eager", "impl_phase": "eager/forward"}
-    factors = (("kind", "f."), ("kind_variant", "f."), ("impl", "f.impl/"), ("impl_phase", "f.phase/"))
+    factors = (("stream_kind", "f."), ("stream_kind_variant", "f."), ("impl", "f.impl/"), ("impl_phase", "f.phase/"))
     for cat, prefix in factors:
         for code, level in enumerate(d.levels[cat]):
             rows = (d.codes[cat] == code) & memory_like

@@ -82,6 +82,28 @@ FLASH_BACKWARD_LAUNCHES = 3
 conversion (Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h:
 flash_bwd_dot_do_o_kernel, flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel, flash_bwd_convert_dq_kernel)."""
 
+MATH_SCORE_BYTES = {
+    ("half", "forward"): (4.0, 4.0, 24.0, 4),
+    ("half", "backward"): (8.0, 0.0, 28.0, 4),
+    ("fp32", "forward"): (8.0, 8.0, 16.0, 2),
+    ("fp32", "backward"): (16.0, 0.0, 20.0, 2),
+}
+"""The materialised-scores ('math') attention on a GPU, per score element, per (dtype class, phase):
+(bytes its batched GEMMs read and write of the scores, bytes of the causal mask add, bytes of its
+other elementwise kernels, those kernels' launches without the mask add). Hugging Face
+eager_attention_forward (matmul(q, k^T) * scaling, + causal mask, softmax(dtype=float32), .to(dtype),
+dropout p=0 - a no-op in at::dropout - matmul(p, v)) and timm's Attention (q @ k^T * scale, softmax
+under autocast, @ v) dispatch the same kernels on CUDA:
+- forward, 16-bit: QK^T writes e and PV reads e bytes (the GEMMs'); scale 2e; mask add 2e; the cast to
+  fp32 e+4 (autocast's cast, or softmax's dtype= on bf16: aten/src/ATen/native/SoftMax.cpp fuses the
+  cast only for fp16 input), _softmax 4+4, the cast back 4+e: 24 bytes and 4 kernels at e = 2;
+- backward, 16-bit: dP written, P read by dV, dS read by dQ and dK (4e, the GEMMs'); the cast
+  back's gradient e+4, _softmax_backward_data 4+4+4, the cast's gradient 4+e, the scale's 2e: 28
+  bytes and 4 kernels (the mask add passes the gradient through);
+- fp32: no casts; scale 8, softmax 8 forward, softmax 12 and scale 8 backward.
+The CPU census of the same module (perfmodel.kernels.census) counts more: the CPU runs softmax's
+dtype= as its own cast and copies K^T; on a GPU the bmm reads it transposed."""
+
 FLASH_BACKWARD_FLOPS_RATIO = 2.5
 """Backward FLOPs / forward FLOPs of attention: 5 matmuls against 2 (flash-attention
 benchmarks/benchmark_flash_attention.py: flops backward = 2.5 x forward)."""
@@ -287,7 +309,7 @@ def attention_work(
     """Scaled dot-product attention over (batch, heads, s, head_dim) tensors. FLOPs count the
     unmasked scores only (a causal mask halves them at s_q = s_kv, as flash-attention's benchmarks
     do); the 'math' path computes every score (the mask is applied after QK^T) and moves the
-    (s_q x s_kv) matrices through HBM."""
+    (s_q x s_kv) matrices through HBM (MATH_SCORE_BYTES; a causal mask adds its add kernel)."""
     _check_dims("attention_work", batch=batch, heads=heads, s_q=s_q, s_kv=s_kv, head_dim=head_dim)
     if variant not in VARIANTS["attention"]:
         raise ValueError(
@@ -310,9 +332,13 @@ def attention_work(
             launches += FLASH_BACKWARD_LAUNCHES if variant == "flash" else 2
     moved = ideal
     if variant == "math":
-        launches, moved = _census(
-            "attention", "math", dtype, phase, (scores, batch * heads * s_q * head_dim * 3, s_q * s_kv)
-        )
+        cls = "half" if e == 2 else "fp32"
+        launches = moved = 0.0
+        for ph in _phases(phase):
+            operand, mask, other, n = MATH_SCORE_BYTES[(cls, ph)]
+            launches += (2 if ph == "forward" else 4) + n + (1 if causal and mask else 0)
+            moved += operand * scores + (mask if causal else 0.0) * scores + other * scores
+        moved += ideal
     return KernelWork(
         kind="attention",
         impl="eager",
@@ -667,3 +693,13 @@ def conv_work(
         launches=launches,
         shape=(m, n, k),
     )
+
+
+def math_elementwise_bytes(work: KernelWork) -> float:
+    """Bytes of a 'math' attention's elementwise kernels (scale, mask add, casts, softmax): the
+    traffic beyond its batched GEMMs' own, streamed at the elementwise kernels' efficiency."""
+    batch, heads, s_q, s_kv, _, causal = work.shape
+    cls = "half" if _e(work.dtype) == 2 else "fp32"
+    per = sum(MATH_SCORE_BYTES[(cls, ph)][2] + (MATH_SCORE_BYTES[(cls, ph)][1] if causal else 0.0)
+              for ph in _phases(work.phase))  # fmt: skip
+    return per * float(batch * heads * s_q * s_kv)
