@@ -44,13 +44,22 @@ def test_evidence_counts_only_runs_like_the_query():
 def test_round_trips_through_json():
     ev = Evidence.from_rows([_row(), _row(bw=2039)], [1.0, 0.5])
     assert Evidence.from_json(ev.to_json()) == ev
+    fitted = Evidence.fitted([_row(), _row(arch="cnn"), _row(fused=3)], [0.1, 0.3, 0.5], [1.0, 1.0, 1.0])
+    assert Evidence.from_json(fitted.to_json()) == fitted and fitted.eager_transformers_unshifted
+    assert fitted.offset(_row()) == 0.0 and fitted.offset(_row(arch="cnn")) == fitted.base["accelerator|eager"]
+    assert fitted.offset(_row(fused=3)) == fitted.base["accelerator|fused"]  # a fused transformer keeps it
+    assert fitted.offset(_row(vendor="cpu")) == fitted.base["*"]  # and so does one on a CPU
+    older = {k: v for k, v in fitted.to_json().items() if k != "eager_transformers_unshifted"}
+    assert Evidence.from_json(older).offset(_row()) == fitted.base["accelerator|eager"]  # models fitted before
 
 
-def test_a_regressor_fitted_far_from_the_query_falls_back_to_the_step_overhead():
+@pytest.mark.parametrize("arch, far_value", [("cnn", "overhead"), ("decoder", "kernel model")])
+def test_a_regressor_fitted_far_from_the_query_falls_back_to_the_step_overhead(arch, far_value):
     """Synthetic truth: on the training accelerator y = 0.2 for small models and 0.8 for large ones
     (median 0.5: the step overhead of eager jobs on an accelerator). The booster learns the split and
     predicts it at nearly full weight near its rows; for an accelerator whose specs no training run
-    shares it predicts the overhead alone, whatever the model size."""
+    shares it predicts the overhead alone for an eager CNN, and the kernel model alone (0) for an
+    eager transformer, whatever the model size."""
     from perfmodel.features import FEATURE_NAMES, categorize
     from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor
 
@@ -58,7 +67,7 @@ def test_a_regressor_fitted_far_from_the_query_falls_back_to_the_step_overhead()
     rows = []
     for _ in range(400):
         r = {name: 0.0 for name in FEATURE_NAMES}
-        r.update(_row(), log_params_total=rng.uniform(7, 10), precision="bf16", compute_dtype="bf16", strategy="ddp",
+        r.update(_row(arch=arch), log_params_total=rng.uniform(7, 10), precision="bf16", compute_dtype="bf16", strategy="ddp",
                  optimizer="adamw", attention_kernel="sdpa")  # fmt: skip
         rows.append(r)
     X = categorize(pd.DataFrame(rows, columns=list(FEATURE_NAMES)))
@@ -66,12 +75,13 @@ def test_a_regressor_fitted_far_from_the_query_falls_back_to_the_step_overhead()
     reg = LGBMRatioRegressor(LGBMConfig(n_estimators=100, shrink_runs=10.0)).fit(X, y)
     small, large = X[X["log_params_total"] < 8.0].iloc[:3], X[X["log_params_total"] > 9.0].iloc[:3]
     s = 400 / 410
-    base = float(np.median(y))
+    base = float(np.median(y)) if far_value == "overhead" else 0.0
     assert reg.predict(small) == pytest.approx(base + s * (0.2 - base), abs=0.03)
     assert reg.predict(large) == pytest.approx(base + s * (0.8 - base), abs=0.03)
     far = large.copy()
     far["log_peak_tflops"] = math.log10(125.0)
     far["log_hbm_bandwidth_gb_per_s"] = math.log10(900.0)
     assert reg.predict(far) == pytest.approx(base, abs=1e-9)
+    assert reg.evidence_.base["accelerator|eager"] == pytest.approx(float(np.median(y)), abs=0.01)
     unshrunk = LGBMRatioRegressor(LGBMConfig(n_estimators=100, shrink_runs=0.0)).fit(X, y).predict(far)
     assert unshrunk == pytest.approx(0.8, abs=0.03)
