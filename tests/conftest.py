@@ -14,6 +14,9 @@ import pytest
 def _runs_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> None:
     if "PERFMODEL_RUNS_DIR" not in os.environ:
         os.environ["PERFMODEL_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
+    # processes a session- or module-scoped fixture starts (a Ray cluster) start before any test's
+    # own folder is set: they write their calibrations here, never into the user's cache
+    os.environ["PERFMODEL_CALIBRATION_DIR"] = str(tmp_path_factory.mktemp("session-calibration"))
 
 
 REFERENCE_CPU = ("Intel(R) Xeon(R) Processor", 2, 25.3)

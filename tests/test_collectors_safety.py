@@ -87,7 +87,11 @@ from collectors.lock import HOLDER_NAME  # noqa: E402
 from perfmodel.measure import storage  # noqa: E402
 from perfmodel.measure.configs import make_row_id  # noqa: E402
 
-ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+
+def _env() -> dict[str, str]:
+    """The environment a child process gets: the test's own (its calibration folder included, set
+    after this module is imported), wide and colourless."""
+    return {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def start(
@@ -100,7 +104,7 @@ def start(
     name: str = "a",
 ) -> subprocess.Popen[str]:
     """A fake collector writing into tmp_path/raw; its stdout and stderr go to tmp_path/{name}.out|err."""
-    env = {**ENV, "FAKE_GATE": str(gate or "")}
+    env = {**_env(), "FAKE_GATE": str(gate or "")}
     cmd = [sys.executable, __file__, span, str(step_s), str(gate_at), "--out", str(tmp_path / "raw"), *flags]
     with open(tmp_path / f"{name}.out", "w") as stdout, open(tmp_path / f"{name}.err", "w") as stderr:
         return subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=stdout, stderr=stderr)
@@ -149,7 +153,7 @@ def test_a_second_collector_refuses_naming_the_holder_then_waits_its_turn(tmp_pa
     refused = subprocess.run(
         [sys.executable, "-m", "collectors", "--out", str(tmp_path / "raw"), "--budget-s", "5"],
         cwd=ROOT,
-        env=ENV,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -205,7 +209,7 @@ for k in range(25):
     t0 = f"{time.time() + 3.0:.3f}"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", script, str(who), t0], cwd=ROOT, env=ENV, text=True, stderr=subprocess.PIPE
+            [sys.executable, "-c", script, str(who), t0], cwd=ROOT, env=_env(), text=True, stderr=subprocess.PIPE
         )
         for who in (1, 2)
     ]
@@ -284,7 +288,7 @@ def test_a_damaged_shard_is_reported_in_one_line_and_set_aside(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "collectors", "--summary", "--out", str(out)],
         cwd=ROOT,
-        env=ENV,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -311,7 +315,7 @@ def test_output_folder_problems_are_one_line_errors(tmp_path):
         res = subprocess.run(
             [sys.executable, "-m", "collectors", "--out", str(out)],
             cwd=ROOT,
-            env=ENV,
+            env=_env(),
             capture_output=True,
             text=True,
             timeout=120,
@@ -328,7 +332,7 @@ def test_an_unwritable_output_folder_is_a_one_line_error(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "collectors", "--out", str(locked)],
         cwd=ROOT,
-        env=ENV,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -347,7 +351,7 @@ def test_a_budget_must_be_a_positive_finite_number(tmp_path, value):
         res = subprocess.run(
             [sys.executable, *entry, "--budget-s", value, "--out", str(tmp_path)],
             cwd=ROOT,
-            env=ENV,
+            env=_env(),
             capture_output=True,
             text=True,
             timeout=120,

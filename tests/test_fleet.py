@@ -129,7 +129,11 @@ from collectors.fleet import FleetNode, group_targets  # noqa: E402
 from perfmodel.measure import storage  # noqa: E402
 from perfmodel.measure.fingerprint import Fingerprint  # noqa: E402
 
-ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+
+def _env() -> dict[str, str]:
+    """The environment a child process gets: the test's own (its calibration folder included, set
+    after this module is imported), wide and colourless."""
+    return {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 
 # --- grouping, without a cluster ------------------------------------------------------------------
@@ -217,7 +221,7 @@ def test_flags_that_name_one_device_are_usage_errors_with_ray():
         proc = subprocess.run(
             [sys.executable, "-m", "collectors", "--ray", "127.0.0.1:1", *flags],
             cwd=ROOT,
-            env=ENV,
+            env=_env(),
             capture_output=True,
             text=True,
             timeout=60,
@@ -265,7 +269,7 @@ def _silent_listener() -> Any:
 
 def _collect(address: str, *flags: str, tmp: Path) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "collectors", "--ray", address, "--out", str(tmp / "out"), *flags]
-    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_a_port_nothing_listens_on_is_one_line_at_once(tmp_path):
@@ -355,7 +359,7 @@ def drive(address: str, out: Path, n: int, *flags: str, env: dict | None = None,
         *flags,
     ]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env={**ENV, **(env or {})}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        cmd, cwd=ROOT, env={**_env(), **(env or {})}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     if not wait:
         return proc
@@ -475,7 +479,7 @@ def collect_real(address: str, out: Path, *flags: str) -> dict:
     fingerprint, profile and training steps on the nodes); its --json output."""
     cmd = [sys.executable, "-m", "collectors", "--ray", address, "--profile", "quick", "--out", str(out)]
     cmd += ["--budget-s", str(REAL_BUDGET_S), "--json", *flags]
-    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
