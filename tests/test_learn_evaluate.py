@@ -131,8 +131,18 @@ def test_protocol_reports_model_and_both_baselines_on_every_split(data):
     # (every synthetic row is its own run, so the one-vote-per-run median is the plain lower median)
     expected_bound = float(np.quantile(np.abs(np.exp(y) - 1.0) * 100, 0.5, method="inverted_cdf"))
     assert metrics["loho_bound_median_ape_pct"] == pytest.approx(expected_bound)
-    # a learned correction of a smooth known efficiency beats a constant efficiency
-    assert metrics["loho_median_ape_pct"] < metrics["loho_const_median_ape_pct"]
+    # a learned correction of a smooth known efficiency beats a constant efficiency (fused stacks:
+    # far from evidence they fall back to their step overhead, the training runs' median residual)
+    p = ev.predictions
+    fused = p[(p["split"] == "loho") & (p["stack"] != "eager")]
+    assert len(fused) > 30
+    assert np.median(ape_pct(fused["y"], fused["pred_model"])) < np.median(ape_pct(fused["y"], fused["pred_const"]))
+    # an eager transformer on a held-out accelerator that no training run is near is the kernel model
+    # alone (perfmodel.learn.evidence; the synthetic kernel model here is far from the truth, which
+    # is what that shrink costs when it is); no fused row is: it keeps its step overhead
+    eager = p[(p["split"] == "loho") & (p["stack"] == "eager") & p["kind"].isin(["decoder", "encoder"])]
+    assert len(eager) > 30 and (eager["pred_model"] == 0.0).mean() > 0.25
+    assert not (fused["pred_model"] == 0.0).any()
     assert 0 <= metrics["coverage90_loho_pct"] <= 100
     assert set(ev.breakdown["by"]) == {"gpu", "source"}
     assert "| leave-one-hardware-out | model |" in evaluation_markdown(ev)
