@@ -132,23 +132,37 @@ class _SpreadMeter:
         return self.measured.range_pct
 
 
-def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
-    t0 = time.perf_counter()
-    evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say, kernel_table=data.kernel_table)
-    say("fitting and calibrating the model on every row")
+def _alongside(data: TrainingData, config: EvalConfig) -> tuple[Any, Any]:
+    """The fit on every row and the kernel-level table: what this process computes while the
+    evaluation's worker processes fit the folds (it only waits on them otherwise)."""
     model, calibration = fit_learned_model(
         data.X, data.y, data.kept, config=config.lgbm, max_splits=config.final_max_splits
     )
+    kernels = kernel_eval_table(data.kernel_table) if data.kernel_table is not None else None
+    return (model, calibration), kernels
+
+
+def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.perf_counter()
+    say("fitting and calibrating the model on every row (alongside the evaluation)")
+    if data.kernel_table is not None:
+        say("kernel level: each accelerator's kernel rows predicted from the other accelerators'")
+    # One thread of this process, one LightGBM fit at a time in it (concurrent fits in one process
+    # are not safe: perfmodel.learn.evaluate.run_splits), while the folds run in worker processes.
+    # Sequential evaluations (n_jobs 1) keep everything in order in this thread.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        side = pool.submit(_alongside, data, config) if config.n_jobs > 1 else None
+        evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say, kernel_table=data.kernel_table)
+        (model, calibration), kernel_heldout = side.result() if side is not None else _alongside(data, config)
     seconds = time.perf_counter() - t0
     metrics = {**evaluation.metrics(), "train_seconds": seconds, "rows_trained": float(len(data.y))}
     metrics["num_trees"] = float(model.booster.num_trees())
     for c, q in model.metadata.conformal.hardware.quantiles_log.items():
         if q is not None:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
-    kernel_heldout = None
-    if data.kernel_table is not None:
-        say("kernel level: each accelerator's kernel rows predicted from the other accelerators'")
-        kernel_heldout = kernel_eval_table(data.kernel_table)
+    if kernel_heldout is not None:
         for rec in kernel_heldout.to_dict("records"):
             if str(rec.get("impl")) == "all":
                 metrics[f"kernels_{rec['kernel_kind']}_median_ape_pct"] = float(rec["median_ape"]) * 100.0
