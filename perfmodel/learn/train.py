@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,6 @@ def _alongside(data: TrainingData, config: EvalConfig) -> tuple[Any, Any]:
 
 
 def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
-    from concurrent.futures import ThreadPoolExecutor
-
     t0 = time.perf_counter()
     say("fitting and calibrating the model on every row (alongside the evaluation)")
     if data.kernel_table is not None:
