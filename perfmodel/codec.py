@@ -178,24 +178,41 @@ def workload_to_row(w: Workload, **provenance: Any) -> dict[str, Any]:
 
 
 UNRECORDED_DEFAULTS: dict[str, dict[str, Any]] = {
-    "model": {"dropout": 0.0},
     "training": {"optimizer_state": None, "optimizer_in_backward": None, "checkpointing_policy": "full",
                  "lora_dropout": 0.0},
 }  # fmt: skip
 """Workload fields a feature-table row does not record (memory-only details), with the value a
-workload read from a row gets."""
+workload read from a row gets. The model's dropout is not recorded either: a row takes it from the
+catalog (`catalog_dropout`)."""
+
+
+def catalog_dropout(model: ModelSpec) -> float:
+    """The dropout a feature-table row of `model` trains with: the catalog's for its name when the
+    catalog model has the row's shape (GPT-2, BERT, RoBERTa: 0.1, as their config.json train them), else
+    0 (the published tables do not state it; Llama-style models have none)."""
+    from perfmodel.catalog.models import model_entries, model_from_entry, resolve_model_key
+
+    key = resolve_model_key(model.name) if model.name else None
+    if key is None:
+        return 0.0
+    spec = model_from_entry(model_entries()[key])
+    same = (spec.arch, spec.hidden_size, spec.num_layers) == (model.arch, model.hidden_size, model.num_layers)
+    return float(spec.dropout) if same else 0.0
 
 
 def recorded(w: Workload) -> Workload:
-    """`w` as a feature-table row records it (UNRECORDED_DEFAULTS reset): what a learned feature
-    computed from `w` must see, so that a prediction and a row of the same run agree. `w` itself
-    when nothing differs."""
+    """`w` as a feature-table row records it (UNRECORDED_DEFAULTS reset, the catalog's dropout):
+    what a learned feature computed from `w` must see, so that a prediction and a row of the same
+    run agree. `w` itself when nothing differs."""
     changes: dict[str, Any] = {}
     for section, defaults in UNRECORDED_DEFAULTS.items():
         spec = getattr(w, section)
         diff = {k: v for k, v in defaults.items() if getattr(spec, k) != v}
         if diff:
             changes[section] = dataclasses.replace(spec, **diff)
+    dropout = catalog_dropout(w.model)
+    if w.model.dropout != dropout:
+        changes["model"] = dataclasses.replace(w.model, dropout=dropout)
     return dataclasses.replace(w, **changes) if changes else w
 
 
@@ -208,6 +225,9 @@ def workload_from_row(row: Mapping[str, Any], *, gpu: GPUSpec | None = None) -> 
     for column in (*REQUIRED_COLUMNS, *REQUIRED_BY_ARCH.get(str(arch), ())):
         _required(row, column)
     model = ModelSpec(**_fields(row, MODEL_COLUMNS, ModelSpec))
+    dropout = catalog_dropout(model)
+    if dropout:
+        model = dataclasses.replace(model, dropout=dropout)
     training = TrainingSpec(**_fields(row, TRAINING_COLUMNS, TrainingSpec), steps=1)
     accelerator = gpu or _accelerator(row)
     parallel_fields = _fields(row, PARALLEL_COLUMNS, ParallelSpec)

@@ -278,3 +278,20 @@ def test_to_row_names_only_schema_columns_and_defaults_run_group() -> None:
     assert workload_to_row(w, row_id="abc", run_group="run-1")["run_group"] == "run-1"
     with pytest.raises(DataError, match="stepTime"):
         workload_to_row(w, stepTime=1.0)
+
+
+def test_a_row_of_a_catalog_model_trains_with_the_catalogs_dropout_and_a_prediction_agrees():
+    from perfmodel.codec import catalog_dropout, recorded
+
+    def _workload(model):  # type: ignore[no-untyped-def]
+        return Workload(model=model, training=TrainingSpec(seq_len=1024, micro_batch_size=2, precision="fp32"),
+                        gpu=get_gpu("H100-SXM"), parallel=ParallelSpec(num_gpus=1))  # fmt: skip
+
+    gpt2 = get_model("gpt2-large")
+    assert gpt2.dropout == 0.1 and catalog_dropout(gpt2) == 0.1
+    w = workload_from_row(workload_to_row(_workload(model=gpt2)))
+    assert w.model.dropout == 0.1  # the feature table does not record dropout: the catalog's
+    other = dataclasses.replace(gpt2, num_layers=12)  # another shape under the same name: not the catalog's
+    assert catalog_dropout(other) == 0.0
+    assert recorded(_workload(model=dataclasses.replace(gpt2, dropout=0.0))).model.dropout == 0.1
+    assert catalog_dropout(get_model("llama2-7b")) == 0.0

@@ -47,6 +47,7 @@ def test_round_trips_through_json():
     fitted = Evidence.fitted([_row(), _row(arch="cnn"), _row(fused=3)], [0.1, 0.3, 0.5], [1.0, 1.0, 1.0])
     assert Evidence.from_json(fitted.to_json()) == fitted and fitted.eager_transformers_unshifted
     assert fitted.offset(_row()) == 0.0 and fitted.offset(_row(arch="cnn")) == fitted.base["accelerator|eager"]
+    assert fitted.base["accelerator|eager"] == 0.3  # the eager CNN's alone: the transformer's 0.1 sets no overhead
     assert fitted.offset(_row(fused=3)) == fitted.base["accelerator|fused"]  # a fused transformer keeps it
     assert fitted.offset(_row(vendor="cpu")) == fitted.base["*"]  # and so does one on a CPU
     older = {k: v for k, v in fitted.to_json().items() if k != "eager_transformers_unshifted"}

@@ -105,3 +105,22 @@ def test_tensor_parallelism_splits_the_layer_widths():
     w = dataclasses.replace(_w(), parallel=ParallelSpec(num_gpus=2, tensor_parallel=2))
     two = plan_step(w)
     assert two.flops("matmul") == pytest.approx(one.flops("matmul") / 2, rel=0.01)
+
+
+def test_a_models_dropouts_run_as_kernels_and_sdpa_draws_the_attention_mask_inside():
+    # GPT-2 large (resid/attn/embd_pdrop 0.1), fp32, batch 2 x 1024, eager attention: per layer two
+    # residual dropouts over tokens x d and one over the 20 x 1024 x 1024 attention probabilities;
+    # CUDA's native_dropout reads x, writes y and a 1-byte mask: (4 + 4 + 1) bytes an element
+    w = _w("gpt2-large", precision="fp32", micro_batch_size=2, seq_len=1024, attention_kernel="eager")
+    assert w.model.dropout == 0.1
+    plan = plan_step(w)
+    layers = w.model.num_layers
+    (probs,) = _by(plan, "attention-probability dropout forward")
+    assert probs.work.bytes_moved == 9 * 2 * 20 * 1024 * 1024 and probs.calls == layers
+    (resid,) = _by(plan, "residual dropout forward")
+    assert resid.work.bytes_moved == 9 * 2 * 1024 * 1280 and resid.calls == 2 * layers
+    assert _by(plan, "embedding dropout forward") and _by(plan, "attention-probability dropout backward")
+    sdpa = plan_step(dataclasses.replace(w, training=dataclasses.replace(w.training, attention_kernel="sdpa")))
+    assert not _by(sdpa, "attention-probability dropout") and _by(sdpa, "residual dropout forward")
+    llama = plan_step(_w())  # no dropout in Llama's config
+    assert not _by(llama, "dropout")

@@ -7,7 +7,10 @@ Normalisation:
   iterations (single GPU) or fastest 10 of 50 (4-GPU rows).
 - precision fp32 on every GPU: HF transformers in fp32 with no autocast, outside NGC, where
   PyTorch >= 1.12 leaves TF32 matmuls off by default.
-- Single-GPU rows: framework hf-eager (eager attention), micro = global batch = batch_size.
+- Single-GPU rows: framework hf-eager, micro = global batch = batch_size.
+- attention_kernel 'eager' on every row: NeuSight traces HF transformers with eager attention
+  (neusight/Tracing/trace.py, the shared README), and Megatron-LM's fp32 attention is its unfused
+  core attention; both materialise the scores.
   4-GPU rows (Megatron-LM through HF accelerate, framework megatron): the batch is the global
   batch; dp4 -> ddp with micro = batch/4; tp4 -> tensor_parallel 4; pp4_1 -> pipeline_parallel 4
   with one micro-batch.
@@ -113,6 +116,7 @@ def import_neusight_measured_e2e_latency(path: str | Path) -> ImportResult:
             activation_checkpointing=False,
             layout=Layout(gpu, n_gpus, strategy, tp, pp, num_nodes=1, gpu_name_raw=r["gpu"]),
             framework=framework,
+            attention_kernel="eager",
             step_time_s=latency_ms / 1000,
         )
     return sink.result()

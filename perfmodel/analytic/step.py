@@ -403,6 +403,26 @@ def _transformer_layers(
         calls=float(experts),
         backward=grads,
     )
+    if m.dropout > 0:  # GPT-2 resid/attn_pdrop, BERT hidden/attention_probs_dropout_prob (model.dropout)
+        _full(
+            layer,
+            "residual dropout",  # after the attention's output projection and after the MLP
+            lambda ph: elementwise_work(tokens * d, act, variant="dropout", inputs=1, outputs=1, impl=e_impl, phase=ph),
+            ckpt,
+            calls=2.0,
+            backward=grads,
+        )
+        if attn_variant == "math":  # SDPA's kernels draw the attention-probability mask inside
+            scores = batch * heads * seq_local * (t.seq_len if par.context_parallel > 1 else seq_local)
+            _full(
+                layer,
+                "attention-probability dropout",
+                lambda ph: elementwise_work(
+                    scores, mm if mm in ("bf16", "fp16") else act, variant="dropout", inputs=1, outputs=1, phase=ph
+                ),
+                ckpt,
+                backward=grads,
+            )
     if lora:
         _lora(layer, w, tokens_mm, d, q_w, kv_w, mm, act, ckpt, recipe)
     if t.quantization_bits:
@@ -499,6 +519,18 @@ def _outside_layers(
                     work=embedding_work(tokens, _i(vocab / par.tensor_parallel), d, res, phase="backward"),
                     calls=1.0 / par.pipeline_parallel,
                 )
+            )
+        if m.dropout > 0:  # GPT-2 embd_pdrop, BERT's embedding dropout
+            _full(
+                out,
+                "embedding dropout",
+                lambda ph: elementwise_work(
+                    tokens * d, res, variant="dropout", inputs=1, outputs=1,
+                    impl=_impl(recipe, "elementwise", on_cpu), phase=ph,
+                ),  # fmt: skip
+                False,
+                calls=1.0 / par.pipeline_parallel,
+                backward=grads,
             )
     n_impl = _impl(recipe, "norm", on_cpu)
     _full(
