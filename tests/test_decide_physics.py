@@ -160,8 +160,8 @@ def test_advise_options_are_the_physics_answers_of_their_runs_and_hold_the_rules
 
 
 def test_a_moved_point_keeps_its_relative_interval_and_says_why():
-    raw = dict(_points("custom-dims-qlora.yaml", "L40S", "hardware.num_gpus", [1, 2, 4], physics=False))
-    fixed = dict(_points("custom-dims-qlora.yaml", "L40S", "hardware.num_gpus", [1, 2, 4]))
+    raw = dict(_points("llama2-7b-lora.yaml", "L40S", "hardware.num_gpus", [1, 2, 4], physics=False))
+    fixed = dict(_points("llama2-7b-lora.yaml", "L40S", "hardware.num_gpus", [1, 2, 4]))
     moved = [n for n in fixed if fixed[n].adjusted]
     assert moved, "the learned residual breaks a rule somewhere on this line (shipped model)"
     for n in moved:
