@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfmodel.catalog import get_gpu, get_measured_host
+from perfmodel.catalog.models import model_entries, model_from_entry, resolve_model_key
 from perfmodel.errors import DataError, quote
 from perfmodel.schema import BY_NAME
 from perfmodel.workload import GPUSpec, ModelSpec, ParallelSpec, TrainingSpec, Workload
@@ -190,8 +191,6 @@ def catalog_dropout(model: ModelSpec) -> float:
     """The dropout a feature-table row of `model` trains with: the catalog's for its name when the
     catalog model has the row's shape (GPT-2, BERT, RoBERTa: 0.1, as their config.json train them), else
     0 (the published tables do not state it; Llama-style models have none)."""
-    from perfmodel.catalog.models import model_entries, model_from_entry, resolve_model_key
-
     key = resolve_model_key(model.name) if model.name else None
     if key is None:
         return 0.0
