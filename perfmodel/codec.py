@@ -27,6 +27,7 @@ Reading a row:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from collections.abc import Mapping
@@ -191,12 +192,17 @@ def catalog_dropout(model: ModelSpec) -> float:
     """The dropout a feature-table row of `model` trains with: the catalog's for its name when the
     catalog model has the row's shape (GPT-2, BERT, RoBERTa: 0.1, as their config.json train them), else
     0 (the published tables do not state it; Llama-style models have none)."""
-    key = resolve_model_key(model.name) if model.name else None
+    return _catalog_dropout(model.name, model.arch, model.hidden_size, model.num_layers)
+
+
+@functools.lru_cache(maxsize=256)
+def _catalog_dropout(name: str, arch: str, hidden: int | None, layers: int | None) -> float:
+    """`catalog_dropout` by the fields it reads (every row and every prediction asks it)."""
+    key = resolve_model_key(name) if name else None
     if key is None:
         return 0.0
     spec = model_from_entry(model_entries()[key])
-    same = (spec.arch, spec.hidden_size, spec.num_layers) == (model.arch, model.hidden_size, model.num_layers)
-    return float(spec.dropout) if same else 0.0
+    return float(spec.dropout) if (spec.arch, spec.hidden_size, spec.num_layers) == (arch, hidden, layers) else 0.0
 
 
 def recorded(w: Workload) -> Workload:

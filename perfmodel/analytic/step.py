@@ -207,6 +207,28 @@ def _full(
         out.append(PlannedKernel(label=f"{label} backward", work=build("backward"), calls=calls))  # type: ignore[operator]
 
 
+def _dropout(
+    out: list[PlannedKernel],
+    label: str,
+    elements: int,
+    dtype: str,
+    recompute: bool,
+    *,
+    calls: float = 1.0,
+    backward: bool = True,
+    impl: str = "eager",
+) -> None:
+    """A dropout over `elements` elements: its forward, backward and recompute (`_full`)."""
+    _full(
+        out,
+        label,
+        lambda ph: elementwise_work(elements, dtype, variant="dropout", inputs=1, outputs=1, impl=impl, phase=ph),
+        recompute,
+        calls=calls,
+        backward=backward,
+    )
+
+
 def _transformer_layers(
     w: Workload,
     recipe: FrameworkRecipe,
@@ -404,25 +426,12 @@ def _transformer_layers(
         backward=grads,
     )
     if m.dropout > 0:  # GPT-2 resid/attn_pdrop, BERT hidden/attention_probs_dropout_prob (model.dropout)
-        _full(
-            layer,
-            "residual dropout",  # after the attention's output projection and after the MLP
-            lambda ph: elementwise_work(tokens * d, act, variant="dropout", inputs=1, outputs=1, impl=e_impl, phase=ph),
-            ckpt,
-            calls=2.0,
-            backward=grads,
-        )
+        # after the attention's output projection and after the MLP
+        _dropout(layer, "residual dropout", tokens * d, act, ckpt, calls=2.0, backward=grads, impl=e_impl)
         if attn_variant == "math":  # SDPA's kernels draw the attention-probability mask inside
             scores = batch * heads * seq_local * (t.seq_len if par.context_parallel > 1 else seq_local)
-            _full(
-                layer,
-                "attention-probability dropout",
-                lambda ph: elementwise_work(
-                    scores, mm if mm in ("bf16", "fp16") else act, variant="dropout", inputs=1, outputs=1, phase=ph
-                ),
-                ckpt,
-                backward=grads,
-            )
+            probs = mm if mm in ("bf16", "fp16") else act
+            _dropout(layer, "attention-probability dropout", scores, probs, ckpt, backward=grads)
     if lora:
         _lora(layer, w, tokens_mm, d, q_w, kv_w, mm, act, ckpt, recipe)
     if t.quantization_bits:
@@ -521,17 +530,8 @@ def _outside_layers(
                 )
             )
         if m.dropout > 0:  # GPT-2 embd_pdrop, BERT's embedding dropout
-            _full(
-                out,
-                "embedding dropout",
-                lambda ph: elementwise_work(
-                    tokens * d, res, variant="dropout", inputs=1, outputs=1,
-                    impl=_impl(recipe, "elementwise", on_cpu), phase=ph,
-                ),  # fmt: skip
-                False,
-                calls=1.0 / par.pipeline_parallel,
-                backward=grads,
-            )
+            _dropout(out, "embedding dropout", tokens * d, res, False, calls=1.0 / par.pipeline_parallel,
+                     backward=grads, impl=_impl(recipe, "elementwise", on_cpu))  # fmt: skip
     n_impl = _impl(recipe, "norm", on_cpu)
     _full(
         out,
@@ -758,14 +758,8 @@ def _transformer_part(
     part: list[PlannedKernel] = []
     attention = PART_ATTENTION_VARIANT if on_cpu and t.attention_kernel != "eager" else None
     _transformer_layers(sub, recipe, part, on_cpu, activation="relu", attention_variant=attention)
-    _full(
-        part,
-        "layer dropout",
-        lambda ph: elementwise_work(tokens * d, act, variant="dropout", inputs=1, outputs=1, phase=ph),
-        False,
-        calls=PART_DROPOUTS_PER_LAYER * float(m.part_layers),
-        backward=grads,
-    )
+    _dropout(part, "layer dropout", tokens * d, act, False, calls=PART_DROPOUTS_PER_LAYER * float(m.part_layers),
+             backward=grads)  # fmt: skip
     if m.part_inputs:
         _matmul(
             part,
@@ -809,13 +803,7 @@ def _transformer_part(
                 calls=1.0,
             )
         )
-        _full(
-            part,
-            "embedding dropout",
-            lambda ph: elementwise_work(tokens * d, act, variant="dropout", inputs=1, outputs=1, phase=ph),
-            False,
-            backward=grads,
-        )
+        _dropout(part, "embedding dropout", tokens * d, act, False, backward=grads)
     out += [dataclasses.replace(k, label=f"transformer part {k.label}") for k in part]
     forward = sum(k.work.flops * k.calls for k in part if k.work.phase == "forward") / b
     note = (

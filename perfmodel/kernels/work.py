@@ -332,13 +332,8 @@ def attention_work(
             launches += FLASH_BACKWARD_LAUNCHES if variant == "flash" else 2
     moved = ideal
     if variant == "math":
-        cls = "half" if e == 2 else "fp32"
-        launches = moved = 0.0
-        for ph in _phases(phase):
-            operand, mask, other, n = MATH_SCORE_BYTES[(cls, ph)]
-            launches += (2 if ph == "forward" else 4) + n + (1 if causal and mask else 0)
-            moved += operand * scores + (mask if causal else 0.0) * scores + other * scores
-        moved += ideal
+        operand, elementwise, launches = _math_scores(dtype, phase, causal)
+        moved = ideal + (operand + elementwise) * scores
     return KernelWork(
         kind="attention",
         impl="eager",
@@ -695,11 +690,21 @@ def conv_work(
     )
 
 
+def _math_scores(dtype: str, phase: str, causal: bool) -> tuple[float, float, float]:
+    """A 'math' attention over its phases (MATH_SCORE_BYTES): (bytes per score its GEMMs move, bytes
+    per score its elementwise kernels move, kernels launched, GEMMs included)."""
+    cls = "half" if _e(dtype) == 2 else "fp32"
+    operand = elementwise = launches = 0.0
+    for ph in _phases(phase):
+        gemm, mask, other, n = MATH_SCORE_BYTES[(cls, ph)]
+        operand += gemm
+        elementwise += other + (mask if causal else 0.0)
+        launches += (2 if ph == "forward" else 4) + n + (1 if causal and mask else 0)
+    return operand, elementwise, launches
+
+
 def math_elementwise_bytes(work: KernelWork) -> float:
     """Bytes of a 'math' attention's elementwise kernels (scale, mask add, casts, softmax): the
     traffic beyond its batched GEMMs' own, streamed at the elementwise kernels' efficiency."""
     batch, heads, s_q, s_kv, _, causal = work.shape
-    cls = "half" if _e(work.dtype) == 2 else "fp32"
-    per = sum(MATH_SCORE_BYTES[(cls, ph)][2] + (MATH_SCORE_BYTES[(cls, ph)][1] if causal else 0.0)
-              for ph in _phases(work.phase))  # fmt: skip
-    return per * float(batch * heads * s_q * s_kv)
+    return _math_scores(work.dtype, work.phase, bool(causal))[1] * float(batch * heads * s_q * s_kv)

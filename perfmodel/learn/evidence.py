@@ -55,11 +55,16 @@ def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:
     return default if math.isnan(value) else value
 
 
+def _eager(row: Mapping[str, Any]) -> bool:
+    """No fused kernels, no compile: the stack PyTorch runs op by op."""
+    return _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
+
+
 def evidence_key(row: Mapping[str, Any]) -> str:
     """The exact-match part of a feature row: vendor | scale | stack | model kind."""
     gpus, nodes = _num(row, "num_gpus", 1.0), _num(row, "num_nodes", 1.0)
     scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
-    eager = _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
+    eager = _eager(row)
     arch = str(row.get("arch"))
     kind = "transformer" if arch in TRANSFORMER_ARCHS else ("cnn" if arch == "cnn" else "other")
     return "|".join((str(row.get("vendor")), scale, "eager" if eager else "fused", kind))
@@ -73,14 +78,13 @@ def is_eager_transformer(row: Mapping[str, Any]) -> bool:
     """A transformer (planned kernel by kernel) on an eager stack (no fused kernels, no compile) on an
     accelerator (a CPU's overhead is set by this project's CPU slices of every kind, not by an
     approximate plan)."""
-    eager = _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
-    return eager and str(row.get("arch")) in TRANSFORMER_ARCHS and str(row.get("vendor")) != "cpu"
+    return _eager(row) and str(row.get("arch")) in TRANSFORMER_ARCHS and str(row.get("vendor")) != "cpu"
 
 
 def base_key(row: Mapping[str, Any]) -> str:
     """Device class | kind of stack of a feature row (the step overhead's cell)."""
     device = "cpu" if str(row.get("vendor")) == "cpu" else "accelerator"
-    eager = _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
+    eager = _eager(row)
     return f"{device}|{'eager' if eager else 'fused'}"
 
 
