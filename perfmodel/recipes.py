@@ -96,6 +96,10 @@ class FrameworkRecipe:
     """How grouped-query attention reaches the attention kernel (one of GQA_MODES)."""
     lora_dtype: str = "fp32"
     """The dtype LoRA adapters are kept and run in (one of LORA_DTYPES)."""
+    lora_targets: int = 0
+    """Weight matrices per layer a LoRA fine-tune of this stack adapts when the config does not say
+    (training.lora_target_modules; 7 = every linear of a Llama block); 0: the stack names none, and
+    PEFT's own default (q_proj, v_proj: 2) stands."""
     kv_cache: bool = False
     """The model fills a KV cache in its training forward (transformers models: config.use_cache is
     True by default and only gradient checkpointing turns it off): every layer's keys and values are
@@ -130,6 +134,8 @@ class FrameworkRecipe:
             value = getattr(self, attr)
             if value not in allowed:
                 raise ConfigError(f"{where}: {attr} must be one of {', '.join(allowed)}, got {quote(value)}")
+        if isinstance(self.lora_targets, bool) or not isinstance(self.lora_targets, int) or not 0 <= self.lora_targets <= 64:
+            raise ConfigError(f"{where}: lora_targets must be a whole number between 0 and 64, got {quote(self.lora_targets)}")
         for attr in ("host_s_per_micro_batch", "host_s_per_step", "launch_scale"):
             value = getattr(self, attr)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:

@@ -33,6 +33,51 @@ def test_full_config_maps_every_contract_key():
     assert w.assumptions == ()  # nothing was left to a default
 
 
+@pytest.mark.parametrize(
+    ("framework", "gated", "given", "expected", "said"),
+    [
+        # hf-eager: every linear of a block (TRL / QLoRA's all-linear); a model without a gate has six
+        ("hf-eager", True, None, 7, True),
+        ("hf-eager", False, None, 6, True),
+        # torchtune's 8B LoRA configs: q, v, output_proj and the three MLP matrices
+        ("torchtune", True, None, 6, True),
+        # litgpt's config hub: lora_query and lora_value only
+        ("litgpt", True, None, 2, True),
+        # a stack that names none keeps PEFT's q, v, unlisted
+        ("deepspeed", True, None, 2, False),
+        # the config's own key wins, whatever the recipe says
+        ("hf-eager", True, 3, 3, False),
+    ],
+)
+def test_lora_targets_default_to_the_recipes_and_say_so(tmp_path, framework, gated, given, expected, said):
+    model = "name: llama2-7b" if gated else "name: opt-6.7b"
+    targets = "" if given is None else f"\n  lora_target_modules: {given}"
+    path = write(tmp_path, f"""model:
+  {model}
+training:
+  seq_len: 512
+  micro_batch_size: 4
+  lora_r: 16{targets}
+  tokens: 1.0e7
+hardware:
+  gpu: A100-80GB
+framework: {framework}
+""")
+    w = load_workload(path)
+    assert w.model.gated_mlp is gated
+    assert w.training.lora_target_modules == expected
+    lines = [a for a in w.assumptions if a.startswith("training.lora_target_modules not given")]
+    assert bool(lines) is said
+    if said:
+        assert f": {expected} adapted matrices a layer" in lines[0] and "lora_target_modules: 2" in lines[0]
+
+
+def test_full_finetunes_get_no_lora_targets_line(tmp_path):
+    path = write(tmp_path, "model:\n  name: llama2-7b\ntraining:\n  seq_len: 512\n  micro_batch_size: 4\n  tokens: 1.0e7\nhardware:\n  gpu: A100-80GB\n")
+    w = load_workload(path)
+    assert not any("lora_target_modules" in a for a in w.assumptions)
+
+
 def test_context_parallel_is_an_optional_hardware_key(tmp_path):
     base = ("model: {name: llama3-8b}\ntraining: {seq_len: 131072, micro_batch_size: 1, precision: bf16, tokens: 1e9}\n"
             "hardware: {gpu: H100-SXM, num_gpus: 16, num_nodes: 2, strategy: zero1, tensor_parallel: 4")

@@ -141,7 +141,7 @@ def _hf_layer_kept(precision: str, lora: bool) -> int:
     second layer (its input needs a gradient), run for real on CPU tensors."""
     from perfmodel.measure import memory_oracle as mo
 
-    w = _workload(precision=precision, **({"lora_r": 8} if lora else {}))
+    w = _workload(precision=precision, **({"lora_r": 8, "lora_target_modules": 2} if lora else {}))
     built = mo._build(w)
     layer = built.layers[1]
     dtype = torch.float32 if precision != "bf16" else torch.bfloat16
@@ -171,7 +171,7 @@ def test_the_analytic_trace_keeps_what_a_transformers_llama_layer_keeps():
     the tensors a real LlamaDecoderLayer keeps, in bf16, fp32 and under autocast, full and LoRA."""
     for precision in ("bf16", "fp32", "amp_bf16"):
         for lora in (False, True):
-            w = _workload(precision=precision, **({"lora_r": 8} if lora else {}))
+            w = _workload(precision=precision, **({"lora_r": 8, "lora_target_modules": 2} if lora else {}))
             layer = act.layer(w)
             res = 2 if precision == "bf16" else 4
             analytic = layer.bytes_per_token * N

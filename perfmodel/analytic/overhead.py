@@ -85,8 +85,8 @@ def framework_floor_per_micro_batch_s(w: Workload) -> float:
 
 
 def host_time_per_micro_batch_s(w: Workload) -> float:
-    return kernels_per_micro_batch(w) * cv.HOST_SECONDS_PER_KERNEL + framework_floor_per_micro_batch_s(w)
+    return kernels_per_micro_batch(w) * cv.host_seconds_per_kernel(w.gpu.vendor) + framework_floor_per_micro_batch_s(w)
 
 
 def host_time_per_optimizer_step_s(w: Workload) -> float:
-    return optimizer_kernels_per_step(w) * cv.HOST_SECONDS_PER_KERNEL
+    return optimizer_kernels_per_step(w) * cv.host_seconds_per_kernel(w.gpu.vendor)

@@ -33,6 +33,7 @@ from typing import Any
 
 from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.overhead import trainable_tensors
+from perfmodel.analytic.activations import LORA_TARGET_ORDER
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -433,7 +434,10 @@ def _transformer_layers(
             probs = mm if mm in ("bf16", "fp16") else act
             _dropout(layer, "attention-probability dropout", scores, probs, ckpt, backward=grads)
     if lora:
-        _lora(layer, w, tokens_mm, d, q_w, kv_w, mm, act, ckpt, recipe)
+        shapes = {"q": (d, q_w), "k": (d, kv_w), "v": (d, kv_w), "o": (q_w, d), "up": (d, ffn), "down": (ffn, d)}
+        if m.gated_mlp:
+            shapes["gate"] = (d, ffn)
+        _lora(layer, w, tokens_mm, shapes, mm, act, ckpt, recipe)
     if t.quantization_bits:
         passes = 2.0 + (1.0 if ckpt else 0.0)
         for name, n_in, n_out in matrices:
@@ -460,36 +464,71 @@ def _lora(
     out: list[PlannedKernel],
     w: Workload,
     tokens: int,
-    d: int,
-    q_w: int,
-    kv_w: int,
+    shapes: dict[str, tuple[int, int]],
     mm: str,
     act: str,
     ckpt: bool,
     recipe: FrameworkRecipe,
 ) -> None:
-    """LoRA on `lora_target_modules` matrices per layer (PEFT: q_proj and v_proj by default): A (n_in x r)
-    and B (r x n_out) matmuls, the scaling and the add into the base output; both adapters train."""
-    r = int(w.training.lora_r or 1)
-    n_out = (q_w + kv_w) // 2
-    calls = float(w.training.lora_target_modules)
-    _matmul(out, "lora A", tokens, d, r, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
-    _matmul(out, "lora B", tokens, r, n_out, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
-    if not recipe.lora_fused:
+    """LoRA on `lora_target_modules` matrices per layer, the first n of LORA_TARGET_ORDER the model has
+    (`shapes`: role -> (n_in, n_out); PEFT's default is q_proj and v_proj): per adapted matrix, A
+    (n_in x r) and B (r x n_out) matmuls, the scaling and the add into the base output; both adapters
+    train. Adapters kept in fp32 under a 16-bit model (PEFT's autocast_adapter_dtype, recipe
+    lora_dtype fp32) run as PEFT's Linear.forward does: the input cast to fp32, fp32 matmuls, the
+    scaled fp32 output added to the 16-bit base output (type promotion: an fp32 sum), cast back."""
+    t = w.training
+    r = int(t.lora_r or 1)
+    order = tuple(x for x in LORA_TARGET_ORDER if x in shapes)
+    d = shapes["q"][0]
+    targets = [shapes[x] for x in order[: t.lora_target_modules]]
+    targets += [(d, d)] * max(0, t.lora_target_modules - len(order))
+    fp32 = recipe.lora_dtype == "fp32" and act in ("bf16", "fp16") and mm == act and not recipe.lora_fused
+    ad = "fp32" if fp32 else mm
+    counts: dict[tuple[int, int], float] = {}
+    for shape in targets:
+        counts[shape] = counts.get(shape, 0.0) + 1.0
+    for (n_in, n_out), calls in counts.items():
+        if fp32:
+            _full(
+                out,
+                "lora input cast",
+                lambda ph, n=n_in: elementwise_work(
+                    tokens * n, "fp32", variant="cast", inputs=1, outputs=1, phase=ph, source_dtype=act
+                ),
+                ckpt,
+                calls=calls,
+            )
+        if t.lora_dropout > 0 and not recipe.lora_fused:
+            _dropout(out, "lora dropout", tokens * n_in, "fp32" if fp32 else act, ckpt, calls=calls)
+        _matmul(out, "lora A", tokens, n_in, r, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
+        _matmul(out, "lora B", tokens, r, n_out, mm, trainable=True, input_grad=True, recompute=ckpt, calls=calls)
+        if recipe.lora_fused:
+            continue
         _full(
             out,
             "lora scale",
-            lambda ph: elementwise_work(tokens * n_out, act, variant="scale", inputs=1, outputs=1, phase=ph),
+            lambda ph, n=n_out: elementwise_work(tokens * n, ad if fp32 else act, variant="scale", inputs=1,
+                                                 outputs=1, phase=ph),
             ckpt,
             calls=calls,
-        )
+        )  # fmt: skip
         _full(
             out,
             "lora add",
-            lambda ph: elementwise_work(tokens * n_out, act, variant="add", phase=ph),
+            lambda ph, n=n_out: elementwise_work(tokens * n, ad if fp32 else act, variant="add", phase=ph),
             ckpt,
             calls=calls,
         )
+        if fp32:
+            _full(
+                out,
+                "lora output cast",
+                lambda ph, n=n_out: elementwise_work(
+                    tokens * n, act, variant="cast", inputs=1, outputs=1, phase=ph, source_dtype="fp32"
+                ),
+                ckpt,
+                calls=calls,
+            )
 
 
 def _loss_chunks(w: Workload, recipe: FrameworkRecipe, tokens: int) -> int:
@@ -868,8 +907,8 @@ class StepTime:
 
 
 def host_seconds_per_launch(w: Workload) -> float:
-    """Host time to dispatch one eager op (conventions.HOST_SECONDS_PER_KERNEL), scaled by the recipe."""
-    return cv.HOST_SECONDS_PER_KERNEL * recipe_of(w).launch_scale
+    """Host time to dispatch one eager op (conventions.host_seconds_per_kernel), scaled by the recipe."""
+    return cv.host_seconds_per_kernel(w.gpu.vendor) * recipe_of(w).launch_scale
 
 
 def price_many(items: list[tuple[Workload, StepPlan]], params: object = None) -> list[StepTime]:

@@ -220,7 +220,7 @@ def kernel_factors_of(
         for g, v in logs.items()
     }
     if launch_latency_s:
-        assumed = conventions.HOST_SECONDS_PER_KERNEL
+        assumed = conventions.host_seconds_per_kernel(gpu.vendor)
         factors["host"] = KernelFactor(
             factor=float(launch_latency_s) / assumed,
             log_sd=0.0,
@@ -498,7 +498,7 @@ def report(cal: Calibration, *, model_dir: str | Path | None = None) -> Calibrat
             before = base.measured.get(key) or base.hbm_bandwidth_gb_per_s
         else:
 
-            before = conventions.HOST_SECONDS_PER_KERNEL
+            before = conventions.host_seconds_per_kernel(base.vendor)
         ceilings.append({"name": key, "measured": value, "model_before": before})
     fitted = fitted_calibration(cal, base, model_dir=model_dir)
     runs = []

@@ -240,7 +240,8 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
         assumptions.append(draft.soft["framework"][1])
     recipe = custom or get_recipe(str(framework))
     if model.arch != "gbm":
-        kw.update(_recipe_defaults(recipe, pick))
+        linears = 7 if model.gated_mlp else 6  # q, k, v, o (gate,) up, down
+        kw.update(_recipe_defaults(recipe, pick, lora_linears=linears if kw.get("lora_r") else 0, assumptions=assumptions))
     return Workload(
         model=model,
         training=TrainingSpec(**kw),
@@ -252,9 +253,12 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
     )
 
 
-def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker) -> dict[str, Any]:
+def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker, *, lora_linears: int = 0,
+                     assumptions: list[str] | None = None) -> dict[str, Any]:
     """Training keys the framework's recipe sets where the config is silent: its attention kernel,
-    torch.compile, and a fused linear cross-entropy (the config's own keys win)."""
+    torch.compile, a fused linear cross-entropy, and a LoRA fine-tune's adapted matrices, at most
+    `lora_linears` (the model's linear layers a block; 0: no LoRA). The config's own keys win; the
+    last is listed in `assumptions`: it moves a 7B LoRA's peak memory by up to 1.5x."""
     def silent(dotted: str) -> bool:
         return not pick.given(dotted) and dotted not in pick.soft
 
@@ -265,5 +269,14 @@ def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker) -> dict[str, Any]:
         out["torch_compile"] = True
     if silent("training.fused_cross_entropy") and recipe.loss == "fused-linear":
         out["fused_cross_entropy"] = True
+    if lora_linears and recipe.lora_targets and silent("training.lora_target_modules"):
+        n = min(recipe.lora_targets, lora_linears)
+        out["lora_target_modules"] = n
+        if assumptions is not None:
+            every = " (every linear layer)" if n == lora_linears else ""
+            assumptions.append(
+                f"training.lora_target_modules not given: {n} adapted matrices a layer, the {recipe.name} "
+                f"recipe's default{every}; PEFT's own default q_proj, v_proj is training.lora_target_modules: 2"
+            )
     return out
 
