@@ -384,3 +384,21 @@ def test_the_fsdp_assumption_is_stated_where_it_matters():
     quiet = [_dp("fsdp", 1), _dp("zero2", 4), _workload(SHARDED, {"grad_accum_steps": 4}, strategy="fsdp")]
     for w in quiet:
         assert not any("re-gathers" in note for note in estimate(w).notes)
+
+
+def test_lora_adapters_take_each_targets_own_shape():
+    """All seven Llama-2-7B projections adapted at r = 16 over 8 x 512 tokens: A reads n_in and B writes
+    n_out of each matrix (q, k, v, o: 4096 -> 4096; gate, up: 4096 -> 11008; down: 11008 -> 4096),
+    so the forward FLOPs are 2 x 4096 tokens x 16 x (6 x 4096 + 11008) for A and
+    2 x 4096 x 16 x (5 x 4096 + 2 x 11008) for B, per layer."""
+    from perfmodel.analytic.step import plan_step
+
+    w = _workload("llama2-7b", {"seq_len": 512, "micro_batch_size": 8, "lora_r": 16, "lora_target_modules": 7})
+    plan = plan_step(w)
+
+    def forward_flops(name: str) -> float:
+        return sum(k.work.flops * k.calls for k in plan.kernels if k.label == f"layer {name} forward")
+
+    tokens, r, layers = 4096, 16, 32
+    assert forward_flops("lora A") == pytest.approx(2 * tokens * r * (6 * 4096 + 11008) * layers)
+    assert forward_flops("lora B") == pytest.approx(2 * tokens * r * (5 * 4096 + 2 * 11008) * layers)
