@@ -96,6 +96,13 @@ class FrameworkRecipe:
     """How grouped-query attention reaches the attention kernel (one of GQA_MODES)."""
     lora_dtype: str = "fp32"
     """The dtype LoRA adapters are kept and run in (one of LORA_DTYPES)."""
+    full_single_device_optimizer_state: str = ""
+    """How a full fine-tune on one device stores its optimizer states by default, where the stack's
+    single-device full fine-tuning configs differ from its others (one of OPTIMIZER_STATES; '': as
+    `optimizer_state`)."""
+    full_single_device_optimizer_in_backward: bool = False
+    """Whether a full fine-tune on one device runs the optimizer step inside backward by default
+    (torchtune's single-device full configs: optimizer_in_bwd: True)."""
     lora_targets: int = 0
     """Weight matrices per layer a LoRA fine-tune of this stack adapts when the config does not say
     (training.lora_target_modules; 7 = every linear of a Llama block); 0: the stack names none, and
@@ -130,6 +137,7 @@ class FrameworkRecipe:
             ("loss", LOSS_MODES),
             ("gqa", GQA_MODES),
             ("lora_dtype", LORA_DTYPES),
+            ("full_single_device_optimizer_state", ("", *OPTIMIZER_STATES)),
         ):
             value = getattr(self, attr)
             if value not in allowed:

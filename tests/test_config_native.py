@@ -72,6 +72,34 @@ framework: {framework}
         assert f": {expected} adapted matrices a layer" in lines[0] and "lora_target_modules: 2" in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("extra", "gpus", "expected"),
+    [
+        ("", 1, ("paged-8bit", True)),  # torchtune's single-device full configs
+        ("  grad_accum_steps: 4\n", 1, (None, None)),  # optimizer_in_bwd needs no accumulation
+        ("  lora_r: 8\n", 1, (None, None)),  # its LoRA configs: torch.optim.AdamW
+        ("", 2, (None, None)),  # its distributed configs
+        ("  optimizer_state: fp32\n", 1, ("fp32", True)),  # the config's own key wins
+    ],
+)
+def test_torchtune_full_finetunes_on_one_gpu_take_its_low_memory_optimizer(tmp_path, extra, gpus, expected):
+    path = write(tmp_path, f"""model:
+  name: llama2-7b
+training:
+  seq_len: 2048
+  micro_batch_size: 2
+{extra}  tokens: 1.0e7
+hardware:
+  gpu: RTX-4090
+  num_gpus: {gpus}
+framework: torchtune
+""")
+    w = load_workload(path)
+    assert (w.training.optimizer_state, w.training.optimizer_in_backward) == expected
+    said = [a for a in w.assumptions if a.startswith("a full fine-tune on one GPU with the torchtune recipe")]
+    assert bool(said) is (expected != (None, None))
+
+
 def test_full_finetunes_get_no_lora_targets_line(tmp_path):
     path = write(tmp_path, "model:\n  name: llama2-7b\ntraining:\n  seq_len: 512\n  micro_batch_size: 4\n  tokens: 1.0e7\nhardware:\n  gpu: A100-80GB\n")
     w = load_workload(path)

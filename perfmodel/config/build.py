@@ -241,7 +241,10 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
     recipe = custom or get_recipe(str(framework))
     if model.arch != "gbm":
         linears = 7 if model.gated_mlp else 6  # q, k, v, o (gate,) up, down
-        kw.update(_recipe_defaults(recipe, pick, lora_linears=linears if kw.get("lora_r") else 0, assumptions=assumptions))
+        single_full = not kw.get("lora_r") and num_gpus == 1 and kw.get("optimizer", "adamw") == "adamw"
+        kw.update(_recipe_defaults(recipe, pick, lora_linears=linears if kw.get("lora_r") else 0,
+                                   single_full=single_full and int(kw.get("grad_accum_steps") or 1) == 1,
+                                   assumptions=assumptions))  # fmt: skip
     return Workload(
         model=model,
         training=TrainingSpec(**kw),
@@ -253,12 +256,15 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
     )
 
 
-def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker, *, lora_linears: int = 0,
+def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker, *, lora_linears: int = 0, single_full: bool = False,
                      assumptions: list[str] | None = None) -> dict[str, Any]:
     """Training keys the framework's recipe sets where the config is silent: its attention kernel,
     torch.compile, a fused linear cross-entropy, and a LoRA fine-tune's adapted matrices, at most
     `lora_linears` (the model's linear layers a block; 0: no LoRA). The config's own keys win; the
-    last is listed in `assumptions`: it moves a 7B LoRA's peak memory by up to 1.5x."""
+    last is listed in `assumptions`: it moves a 7B LoRA's peak memory by up to 1.5x. A full
+    fine-tune with AdamW on one device without gradient accumulation (`single_full`) takes the
+    recipe's single-device optimizer defaults (torchtune: paged 8-bit AdamW stepped in backward),
+    listed too."""
     def silent(dotted: str) -> bool:
         return not pick.given(dotted) and dotted not in pick.soft
 
@@ -269,6 +275,16 @@ def _recipe_defaults(recipe: FrameworkRecipe, pick: _Picker, *, lora_linears: in
         out["torch_compile"] = True
     if silent("training.fused_cross_entropy") and recipe.loss == "fused-linear":
         out["fused_cross_entropy"] = True
+    said = []
+    if single_full and recipe.full_single_device_optimizer_state and silent("training.optimizer_state"):
+        out["optimizer_state"] = recipe.full_single_device_optimizer_state
+        said.append(f"training.optimizer_state {recipe.full_single_device_optimizer_state}")
+    if single_full and recipe.full_single_device_optimizer_in_backward and silent("training.optimizer_in_backward"):
+        out["optimizer_in_backward"] = True
+        said.append("training.optimizer_in_backward true")
+    if said and assumptions is not None:
+        assumptions.append(f"a full fine-tune on one GPU with the {recipe.name} recipe: {' and '.join(said)}, "
+                           "its single-device full fine-tuning configs' defaults (set the keys to change them)")
     if lora_linears and recipe.lora_targets and silent("training.lora_target_modules"):
         n = min(recipe.lora_targets, lora_linears)
         out["lora_target_modules"] = n
