@@ -43,6 +43,10 @@ L410M = {"name": "l410m", "family": "llama", "arch": "decoder", "hidden_size": 1
 def _case(name: str, regime: str, model: str | dict[str, Any], framework: str = "hf-eager", **training: Any) -> dict[str, Any]:
     if training.get("lora_r") and "lora_target_modules" not in training:
         training["lora_target_modules"] = 2  # PEFT's default q, v (a recipe's own default may be wider)
+    if framework == "torchtune" and not training.get("lora_r"):
+        # torch.optim.AdamW as counted (torchtune's single-device full configs default to paged 8-bit in backward)
+        training.setdefault("optimizer_state", "fp32")
+        training.setdefault("optimizer_in_backward", False)
     config = {
         "model": {"name": model} if isinstance(model, str) else dict(model),
         "training": {"tokens": 1.0e8, **training},
