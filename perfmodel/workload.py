@@ -361,7 +361,7 @@ class TrainingSpec:
     """LoRA rank; None = full fine-tuning."""
     lora_target_modules: int = 2
     """Weight matrices per layer that carry LoRA adapters (2 = q,v as in PEFT's default; a config that
-    leaves it out gets its framework recipe's `lora_targets`: hf-eager and unsloth 7, every linear)."""
+    leaves it out gets its framework recipe's `lora_targets`: hf-eager, liger and unsloth 7, every linear)."""
     lora_dropout: float = 0.0
     """Dropout probability on each adapter's input (PEFT lora_dropout; its default 0)."""
     quantization_bits: int | None = None
