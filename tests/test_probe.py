@@ -105,6 +105,22 @@ def test_plan_for_a_7b_model_on_a_small_host_is_scaled_down_and_says_so():
         choose_plan(w, get_gpu("cpu"), tiny, steps=10, warmup=2)
 
 
+@pytest.mark.parametrize(("targets", "said"), [(None, True), ("2", False)])
+def test_a_lora_probe_says_its_slice_adapts_q_and_v_only(targets, said):
+    """The slices' adapters sit on q and v; a target that adapts more (hf-eager's all-linear default)
+    is probed on q, v and the plan says so (the model's ratio carries the difference)."""
+    from perfmodel.config import load_workload
+    from perfmodel.run.plan import slice_for
+
+    overrides = ["model.name=llama2-7b", "training.seq_len=256", "training.micro_batch_size=1", "training.steps=10",
+                 "hardware.gpu=cpu", "training.precision=fp32", "training.lora_r=8"]  # fmt: skip
+    if targets:
+        overrides.append(f"training.lora_target_modules={targets}")
+    w = load_workload(None, overrides=overrides)
+    _, notes = slice_for(w, layers=2, seq_len=64, batch=1, supports=lambda p: True)
+    assert any(n.startswith("LoRA runs on q and v") for n in notes) is said
+
+
 def test_cnn_workloads_are_not_probed(tmp_path):
     from perfmodel.catalog import get_gpu
     from perfmodel.config import load_workload

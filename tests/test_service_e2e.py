@@ -244,7 +244,7 @@ def test_the_page_predicts_a_catalog_model_and_draws_intervals_and_a_sweep(serve
     assert config["model"]["name"] == "llama2-7b"
     assert config["hardware"] == {"gpu": "H100-SXM", "num_gpus": 2, "strategy": "fsdp"}
     assert config["training"]["tokens"] == 2e9 and config["training"]["seq_len"] == 1024
-    assert config["training"]["lora_r"] == 16
+    assert config["training"]["lora_r"] == 16 and config["training"]["lora_target_modules"] == 2  # "on q and v"
     # ... and shows what the API answers to that request.
     answer = httpx.post(server + "/v1/predict", json=sent, timeout=60).json()
     cards = browser.js("""[...document.querySelectorAll('#cards .card')].map(c => ({

@@ -126,6 +126,8 @@ def slice_for(
         notes.append(f"{m.num_experts}-expert MoE layers run dense")
     if t.quantization_bits:
         notes.append(f"the {t.quantization_bits}-bit base runs unquantized")
+    if t.lora_r and t.lora_target_modules != 2:
+        notes.append(f"LoRA runs on q and v (the slices' adapters); the target adapts {t.lora_target_modules} matrices a layer")
     if target.parallel.num_gpus > 1:
         notes.append(f"{target.parallel.num_gpus} GPUs ({target.parallel.strategy}) run as one")
     if t.grad_accum_steps > 1:

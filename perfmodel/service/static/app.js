@@ -63,6 +63,8 @@ function buildRequest() {
   if ($("precision").value) training.precision = $("precision").value;
   if (tokens !== null) training.tokens = tokens;
   if ($("method").value !== "full") training.lora_r = 16;
+  // q, v (PEFT's default); the other LoRA choices leave it to the recipe (hf-eager: every linear layer)
+  if ($("method").value === "lora") training.lora_target_modules = 2;
   if ($("method").value === "qlora") training.quantization_bits = 4;
   const gpus = intOrNull("num_gpus") || 1;
   body.config = {
