@@ -330,7 +330,11 @@ OFFSET_OVER_NOISE = 2.0
 """The margin is asserted when the uncalibrated error exceeds this many times the measurements' own
 pass-to-pass noise: there is an offset to find. On a quiet AMD EPYC host at one thread the shipped
 model was already within 0.109 and calibrating brought it to 0.087: better, but not by MARGIN; on
-the Intel host and under load the offset was 0.24-0.45 and the margin held."""
+the Intel host and under load the offset was 0.24-0.45 and the margin held. What a calibration can
+remove is an offset the held-out configurations share: the margin is asserted when their signed
+errors agree in sign (on an Intel Xeon host on 2026-12-06 the shipped model erred +1%, -6%, -14% and
++27% on them, uncalibrated 0.10-0.14: no shared offset, and no calibration moves all four toward
+their measurements; models 4 and 7 alike)."""
 
 
 @pytest.mark.slow
@@ -413,7 +417,9 @@ def _calibrate_then_predict_held_out(calibrate, llama, mlp, workload_from_row, s
         for p, r in zip(passes, rows, strict=True) if r["status"] == "ok"
     )
     print(f"  pass-to-pass noise (median half-spread, log) {noise:.3f}")
-    if err_before > OFFSET_OVER_NOISE * noise:
+    signs = {math.copysign(1.0, math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured, strict=True)}
+    print(f"  uncalibrated errors share a sign: {len(signs) == 1}")
+    if err_before > OFFSET_OVER_NOISE * noise and len(signs) == 1:  # an offset to find
         assert err_after <= MARGIN * err_before
     assert err_after <= err_before + noise  # never worse than the measurements move
     assert covered >= len(measured) - 1
