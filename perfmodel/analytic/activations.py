@@ -38,6 +38,13 @@ LORA_TARGET_ORDER = ("q", "v", "k", "o", "gate", "up", "down")
 """Which weight matrices `training.lora_target_modules` = n adapts: the first n of these (2 = PEFT's
 default q, v; 4 = every attention projection; 7 = every linear of a layer). Models without a gate
 projection skip it."""
+
+
+def lora_order(gated_mlp: bool) -> tuple[str, ...]:
+    """The linear layers of a block in LORA_TARGET_ORDER, the gate projection only where the MLP has one."""
+    return LORA_TARGET_ORDER if gated_mlp else tuple(x for x in LORA_TARGET_ORDER if x != "gate")
+
+
 FP32 = 4
 MASK = 1
 """Bytes per element of a dropout mask (torch.bool)."""
@@ -171,7 +178,7 @@ class LayerKey:
 def layer_key(w: Workload, *, first: bool) -> LayerKey:
     m, t = w.model, w.training
     recipe = recipe_of(w)
-    order = LORA_TARGET_ORDER if m.gated_mlp else tuple(x for x in LORA_TARGET_ORDER if x != "gate")
+    order = lora_order(m.gated_mlp)
     targets = order[: t.lora_target_modules] if t.lora_r else ()
     full = not t.lora_r and t.trainable_fraction != 0 and not t.quantization_bits
     return LayerKey(

@@ -193,7 +193,7 @@ def _params(w: Workload, p: ParamCounts) -> _Params:
     shapes = {"q": d + q, "k": d + kv, "v": d + kv, "o": q + d, "gate": d + f, "up": d + f, "down": f + d}
     lora = 0.0
     if t.lora_r:
-        order = act.LORA_TARGET_ORDER if m.gated_mlp else tuple(x for x in act.LORA_TARGET_ORDER if x != "gate")
+        order = act.lora_order(m.gated_mlp)
         targets = order[: t.lora_target_modules]
         extra = max(0, t.lora_target_modules - len(order))
         lora = layers * t.lora_r * (sum(shapes[x] for x in targets) + extra * (d + d))

@@ -33,7 +33,7 @@ from typing import Any
 
 from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.overhead import trainable_tensors
-from perfmodel.analytic.activations import LORA_TARGET_ORDER
+from perfmodel.analytic.activations import lora_order
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -434,9 +434,8 @@ def _transformer_layers(
             probs = mm if mm in ("bf16", "fp16") else act
             _dropout(layer, "attention-probability dropout", scores, probs, ckpt, backward=grads)
     if lora:
-        shapes = {"q": (d, q_w), "k": (d, kv_w), "v": (d, kv_w), "o": (q_w, d), "up": (d, ffn), "down": (ffn, d)}
-        if m.gated_mlp:
-            shapes["gate"] = (d, ffn)
+        shapes = {"q": (d, q_w), "k": (d, kv_w), "v": (d, kv_w), "o": (q_w, d), "gate": (d, ffn), "up": (d, ffn),
+                  "down": (ffn, d)}  # fmt: skip
         _lora(layer, w, tokens_mm, shapes, mm, act, ckpt, recipe)
     if t.quantization_bits:
         passes = 2.0 + (1.0 if ckpt else 0.0)
@@ -470,7 +469,7 @@ def _lora(
     ckpt: bool,
     recipe: FrameworkRecipe,
 ) -> None:
-    """LoRA on `lora_target_modules` matrices per layer, the first n of LORA_TARGET_ORDER the model has
+    """LoRA on `lora_target_modules` matrices per layer, the first n of the model's `lora_order`
     (`shapes`: role -> (n_in, n_out); PEFT's default is q_proj and v_proj): per adapted matrix, A
     (n_in x r) and B (r x n_out) matmuls, the scaling and the add into the base output; both adapters
     train.
@@ -483,7 +482,7 @@ def _lora(
     model away from the measurements. The memory model keeps the fp32 copies (they are allocated)."""
     t = w.training
     r = int(t.lora_r or 1)
-    order = tuple(x for x in LORA_TARGET_ORDER if x in shapes)
+    order = lora_order(w.model.gated_mlp)
     d = shapes["q"][0]
     targets = [shapes[x] for x in order[: t.lora_target_modules]]
     targets += [(d, d)] * max(0, t.lora_target_modules - len(order))

@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from perfmodel.analytic.activations import lora_order
 from perfmodel.catalog import get_gpu, gpu_resolution_note
 from perfmodel.catalog.frameworks import DEFAULT_FRAMEWORK, get_recipe
 from perfmodel.config.dataset_size import measure_dataset
@@ -240,7 +241,7 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
         assumptions.append(draft.soft["framework"][1])
     recipe = custom or get_recipe(str(framework))
     if model.arch != "gbm":
-        linears = 7 if model.gated_mlp else 6  # q, k, v, o (gate,) up, down
+        linears = len(lora_order(model.gated_mlp))
         single_full = not kw.get("lora_r") and num_gpus == 1 and kw.get("optimizer", "adamw") == "adamw"
         kw.update(_recipe_defaults(recipe, pick, lora_linears=linears if kw.get("lora_r") else 0,
                                    single_full=single_full and int(kw.get("grad_accum_steps") or 1) == 1,
