@@ -14,6 +14,7 @@ from perfmodel.cli.render import (
     DURATION_UNITS,
     common_duration_unit,
     duration_unit,
+    fmt_amount,
     fmt_count,
     fmt_count_interval,
     fmt_duration,
@@ -43,6 +44,21 @@ def test_a_count_reads_back_to_its_value_in_three_significant_digits(value):
     mantissa = read_count(text) / SUFFIX[text[-1]] if text[-1] in "kMBT" else abs(value)
     if text[-1] in "kMB":
         assert 0.9995 <= mantissa < 1000  # the suffix is the largest that keeps the mantissa >= 1
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_an_amount_has_no_exponent_and_reads_back_to_its_value(value):
+    text = fmt_amount(value)
+    assert "e" not in text
+    number = float(text.replace(",", ""))
+    assert number == pytest.approx(value, rel=5e-3, abs=0.5)  # whole from 100 up, 3 digits below
+
+
+@pytest.mark.parametrize(
+    "value,text", [(2213.4, "2,213"), (11.8, "11.8"), (0.1774, "0.177"), (99.96, "100"), (99.94, "99.9"), (1.234e-5, "0.000012")]
+)
+def test_amounts_as_the_prediction_table_prints_them(value, text):
+    assert fmt_amount(value) == text
 
 
 @pytest.mark.parametrize("low,est,high", [(201, 1010, 2570), (0.2, 0.7, 1.99), (5e4, 9.9e5, 2.2e6), (1, 1, 1)])

@@ -96,6 +96,16 @@ def fmt_number(value: float) -> str:
     return f"{value:.3g}"
 
 
+def fmt_amount(value: float) -> str:
+    """A rate or an amount in plain digits: thousands separated, whole from 100 up, 3 significant
+    digits below ('2,213', '118', '11.8', '0.177'); never an exponent (2.21e+03)."""
+    if abs(value) >= 99.95:
+        return f"{value:,.0f}"
+    if 0 < abs(value) < 1e-3:
+        return f"{value:.6f}".rstrip("0")
+    return f"{value:.3g}"
+
+
 def _sig3(value: float) -> str:
     """3 significant digits, trailing zeros kept: '1.00', '2.57', '201', '0.698'."""
     return "0" if value == 0 else f"{value:#.3g}".rstrip(".")
@@ -255,11 +265,11 @@ def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -
         table.add_row(
             "Throughput", fmt_interval(pred.throughput_tokens_per_s, lambda v: f"{v:,.0f}", "tokens/s")
         )
-    table.add_row("", fmt_interval(pred.throughput_samples_per_s, lambda v: f"{v:,.3g}", "samples/s"))
+    table.add_row("", fmt_interval(pred.throughput_samples_per_s, fmt_amount, "samples/s"))
     table.add_row(f"{a.step_unit.capitalize()} time", fmt_duration_interval(pred.step_time_s))
     table.add_row("Steps", f"{pred.total_steps:,}")
     table.add_row("Total time", fmt_duration_interval(pred.total_time_s))
-    table.add_row("GPU-hours", fmt_interval(pred.gpu_hours, lambda v: f"{v:,.3g}"))
+    table.add_row("GPU-hours", fmt_interval(pred.gpu_hours, fmt_amount))
     if pred.cost_usd is not None and pred.price is not None:
         table.add_row(
             "Cost",

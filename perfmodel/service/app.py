@@ -52,7 +52,14 @@ from perfmodel.calibration.record import store_stamp
 from perfmodel.calibration.tracked import calibrations_folder
 from perfmodel.catalog import get_gpu, gpu_names
 from perfmodel.catalog.prices import default_price
-from perfmodel.cli.render import duration_unit, fmt_duration, fmt_duration_range, fmt_number, fmt_usd
+from perfmodel.cli.render import (
+    duration_unit,
+    fmt_amount,
+    fmt_duration,
+    fmt_duration_range,
+    fmt_number,
+    fmt_usd,
+)
 from perfmodel.config import ludwig, native
 from perfmodel.config.from_text import parse_config_text
 from perfmodel.config.source import resolve_workload
@@ -352,11 +359,12 @@ def display_strings(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["throughput"] = f"{tokens['estimate']:,.0f} tokens/s"
         out["throughput_range"] = f"{tokens['low']:,.0f} – {tokens['high']:,.0f}"
     elif samples:
-        out["throughput"] = f"{samples['estimate']:,.3g} samples/s"
-        out["throughput_range"] = f"{samples['low']:,.3g} – {samples['high']:,.3g}"
+        out["throughput"] = f"{fmt_amount(samples['estimate'])} samples/s"
+        out["throughput_range"] = f"{fmt_amount(samples['low'])} – {fmt_amount(samples['high'])}"
     if doc.get("gpu_hours"):
         iv = doc["gpu_hours"]
-        out["gpu_hours"], out["gpu_hours_range"] = f"{iv['estimate']:,.3g}", f"{iv['low']:,.3g} – {iv['high']:,.3g}"
+        out["gpu_hours"] = fmt_amount(iv["estimate"])
+        out["gpu_hours_range"] = f"{fmt_amount(iv['low'])} – {fmt_amount(iv['high'])}"
     if doc.get("cost_usd"):
         iv = doc["cost_usd"]
         out["cost"], out["cost_range"] = fmt_usd(iv["estimate"]), f"{fmt_usd(iv['low'])} – {fmt_usd(iv['high'])}"
