@@ -7,7 +7,7 @@ CONFIG ?= examples/llama2-7b-lora.yaml
 PROFILE ?= quick
 
 .PHONY: install demo test test-slow test-all lint format collect dataset train-model release-model evaluate ui bench clean
-.PHONY: ludwig-env collect-ludwig
+.PHONY: ludwig-env collect-ludwig timm-activations
 
 install: $(STAMP)  ## virtual environment with CPU torch and every extra
 
@@ -90,3 +90,8 @@ clean:
 .PHONY: docs-check
 docs-check: install  ## run README.md's runnable examples (```bash blocks after <!-- docs-check -->; bench/docs_check.py)
 	$(BIN)/python bench/docs_check.py
+
+timm-activations:  ## re-measure what each timm sweep model saves for backward (opt-in: own venv, ~6 GB, ~40 min)
+	test -x .venv-timm/bin/python || $(PY) -m venv .venv-timm
+	.venv-timm/bin/pip install -q torch==2.14.1 torchvision==0.29.1 timm==0.9.16 pandas
+	.venv-timm/bin/python -m collectors.public.timm_activations

@@ -76,7 +76,10 @@ def test_hand_checked_rows(result) -> None:
     assert (r["micro_batch_size"], r["global_batch_size"], r["num_gpus"]) == (384, 384, 1)
     assert r["params_total"] == 25_560_000
     assert r["forward_gflops_per_sample"] == pytest.approx(8.22)  # 2 FLOPs per MAC
-    assert r["activation_mb_per_sample"] == pytest.approx(22.22)  # 2 bytes per activation
+    # what autograd saves for backward, measured (timm_saved_activations.csv: resnet50 at 224 px,
+    # 42.662 MB per sample), not timm's conv-output count (11.11 M x 2 bytes = 22.22 MB)
+    assert r["activation_mb_per_sample"] == pytest.approx(42.662)
+    assert "measured: collectors/public/timm_saved_activations.csv" in r["notes"]
     assert (r["gpu"], r["precision"], r["optimizer"], r["framework"]) == (
         "RTX-3090",
         "amp_fp16",
@@ -187,3 +190,24 @@ def test_vit_dims_from_the_name_only_when_they_reproduce_timm_counts() -> None:
 )
 def test_model_family(name: str, family: str) -> None:
     assert model_family(name) == family
+
+
+def test_saved_activations_are_the_catalogs_measure_and_fall_back_to_timms_count(result, tmp_path) -> None:
+    from collectors.public.timm import saved_activations
+    from perfmodel.analytic.step import CNN_SAVED_PER_NORM_INPUT
+
+    table = saved_activations()
+    # the table measures what the catalog measures: ResNet-50 at 224 px (catalog resnet50.yaml: 42 MB)
+    assert table[("resnet50", 224)] == pytest.approx(42.0, rel=0.02)
+    # the CNN plan's rule (step.CNN_SAVED_PER_NORM_INPUT: half of what a CNN saves is batch-norm
+    # input, i.e. convolution output) reproduces timm's count of ResNet-50's convolution outputs
+    # (CSV line 1583: 11.11 M activations = 22.22 MB at 2 bytes)
+    assert table[("resnet50", 224)] / CNN_SAVED_PER_NORM_INPUT == pytest.approx(22.22, rel=0.05)
+    # an EfficientNet saves far more than its conv outputs (timm: 6.75 M activations = 13.5 MB)
+    assert table[("efficientnet_b0", 224)] > 3 * 13.5
+    rows = result.rows
+    measured = rows["notes"].str.contains("saved for backward")
+    assert measured.mean() > 0.9
+    fallback = rows[~measured]
+    assert fallback["notes"].str.contains("not in the saved-activation table").all()
+    assert saved_activations(tmp_path / "absent.csv") == {}

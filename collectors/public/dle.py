@@ -10,9 +10,10 @@ What is kept, by README family:
 
 - Image classifiers (PyTorch, TensorFlow, MXNet, PaddlePaddle; images/s): ResNet-50 v1.5 (catalog
   resnet50), ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d (224x224) and EfficientNet-B0 (224) / B4 (380):
-  the latter four take params, GFLOPs (= 2 x GMACs) and activations (= million activations x 2
-  bytes) from timm's inference CSV for the same architecture and image size (CNN_DIMS; timm
-  results/benchmark-infer-amp-nchw-pt110-cu113-rtx3090.csv @ 1331c145). Batch per GPU: the
+  the latter four take params and GFLOPs (= 2 x GMACs) from timm's inference CSV for the same
+  architecture and image size (CNN_DIMS; timm results/benchmark-infer-amp-nchw-pt110-cu113-rtx3090.csv
+  @ 1331c145) and what they save for backward from the timm sweep's measured table (CNN_TIMM,
+  collectors.public.timm.saved_activations; timm's million activations x 2 bytes without it). Batch per GPU: the
   table's cell (TensorFlow, "128 (FP32) / 256 (AMP)"), the benchmark command quoted above the
   table (MXNet "-b 192 --dtype float16"), the `--batch-size` default the README states
   (PaddlePaddle, 256), or, for PyTorch (the README does not print it), the `batch_size` of
@@ -79,6 +80,7 @@ from collectors.public._common import (
     parse_number,
     read_csv,
 )
+from collectors.public.timm import saved_activations
 from perfmodel.analytic.flops import compute_step_flops
 from perfmodel.catalog import get_model, resolve_model_key
 from perfmodel.codec import is_missing, model_columns, workload_from_row
@@ -111,6 +113,14 @@ CNN_DIMS: dict[str, CnnDims] = {
         19.34e6, 2 * 4.49, 2 * 49.49, "timm tf_efficientnet_b4 @380: 19.34M, 4.49 GMACs, 49.49M acts"
     ),
 }
+CNN_TIMM: dict[str, tuple[str, int]] = {
+    "resnext101-32x4d": ("resnext101_32x4d", 224),
+    "se-resnext101-32x4d": ("seresnext101_32x4d", 224),
+    "efficientnet-b0": ("efficientnet_b0", 224),
+    "efficientnet-b4": ("tf_efficientnet_b4", 380),
+}
+"""CNN_DIMS key -> the timm model and image size whose measured saved activations (what autograd
+keeps for backward; collectors.public.timm.saved_activations) replace timm's conv-output count."""
 CNN_MODELS: dict[str, str] = {
     "resnet50v1.5": "resnet50",
     "resnet50": "resnet50",
@@ -408,12 +418,19 @@ def _cnn(r: Mapping[str, str], cells: Mapping[str, str], kind: str, gpu: str, pr
     else:
         dims = CNN_DIMS[key]
         model = (key, CNN_FAMILY.get(key, "resnet"), "cnn")
+        timm_name, image = CNN_TIMM[key]
+        saved = saved_activations().get((timm_name, image))
         columns = {
             "params_total": dims.params,
             "forward_gflops_per_sample": dims.gflops,
-            "activation_mb_per_sample": dims.activation_mb,
+            "activation_mb_per_sample": saved if saved is not None else dims.activation_mb,
         }
-        where += f"; params/GFLOPs (2 x GMACs)/activation MB (M acts x 2 bytes) from {dims.source}"
+        where += f"; params/GFLOPs (2 x GMACs) from {dims.source}; activation MB = " + (
+            f"{saved:g} saved for backward (timm {timm_name} at {image} px, measured: "
+            "collectors/public/timm_saved_activations.csv)"
+            if saved is not None
+            else "M acts x 2 bytes (not in the saved-activation table)"
+        )
     optimizer = None if key.startswith("efficientnet") else "sgd_momentum"
     return Spec(model, columns, micro, 1, None, optimizer, where, "samples")
 

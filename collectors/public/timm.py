@@ -17,9 +17,16 @@ Normalisation:
   each, 16-bit): both from timm's inference CSV, joined only where the inference image size
   equals the train image size. The pt111/pt112 inference CSVs have no GMACs column, so the
   value is taken from another row of the same file for the same model, image size and
-  parameter count (the pt110 inference CSV); without one the row is skipped. Note: timm's
-  activation count is the outputs of conv/linear layers, about half of what autograd saves for
-  backward (ResNet-50 at 224: 22 MB here, 42 MB in the catalog's saved-tensor measurement).
+  parameter count (the pt110 inference CSV); without one the row is skipped.
+- Activations: activation_mb_per_sample is what autograd saves for backward (the schema's
+  meaning, measured the way the catalog and the collectors measure it), read from
+  SAVED_ACTIVATIONS: each sweep model built with timm at its train image size and run once on a
+  CPU under saved-tensor hooks (collectors/public/timm_activations.py, `make timm-activations`).
+  timm's own count (infer_macts, the outputs of conv/linear layers) is a different fraction of it
+  for every architecture: ResNet-50 at 224 saves 42.7 MB against timm's 22.2 MB (1.9x), an
+  EfficientNet-B0 44.2 MB against 13.5 MB (3.3x: its batch norms, SiLUs and squeeze-excitation
+  products save tensors that are not conv outputs). A model missing from the table falls back to
+  infer_macts x 2 bytes, and its row's notes say so.
 - Architecture: plain ViT/DeiT models whose dimensions follow from the name (ViT paper table 1,
   DeiT/DeiT-III papers: width, depth, heads, MLP 4x width; sequence = patches + class token
   [+ distillation token]) are rows of arch 'encoder' with those dims, kept only when the dims
@@ -56,6 +63,8 @@ TORCH_VERSIONS = {"pt110": "1.10", "pt111": "1.11", "pt112": "1.12"}
 KEPT_LAYOUTS = ("nchw",)
 """Memory layouts imported (see the module docstring: NHWC is not expressible by the workload)."""
 ARCH_BY_GUESS = {"cnn": "cnn", "mlp": "mlp", "vit": "other", "hybrid/other-transformer": "other"}
+SAVED_ACTIVATIONS = Path(__file__).with_name("timm_saved_activations.csv")
+"""(model, img_size) -> saved_mb_per_sample, measured by collectors/public/timm_activations.py."""
 
 # (pattern on the model name without a weights prefix, family): first match wins.
 FAMILIES: tuple[tuple[str, str], ...] = (
@@ -158,6 +167,7 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
     sink = RowSink(path.stem)
     frame = read_csv(path)
     flops = _flops_lookup(frame)
+    saved = saved_activations()
     kept: list[dict[str, Any]] = []
     for _, r in frame.iterrows():
         if r["in_latest_version"] != "True":
@@ -193,8 +203,21 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
         group = (k["r"]["model"], k["image"])
         repeat = repeat + 1 if group == previous else 0
         previous = group
-        _add(sink, repeat=repeat, **k)
+        _add(sink, repeat=repeat, saved_mb=saved.get((k["r"]["model"], k["image"])), **k)
     return sink.result()
+
+
+def saved_activations(path: str | Path = SAVED_ACTIVATIONS) -> dict[tuple[str, int], float]:
+    """(model, image size) -> MB per sample that autograd saves for backward (2 bytes per element),
+    from the measured table; empty when the table is absent."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    table = read_csv(path)
+    return {
+        (str(m), int(i)): float(v)
+        for m, i, v in zip(table["model"], table["img_size"], table["saved_mb_per_sample"], strict=True)
+    }
 
 
 def _flops_lookup(frame: pd.DataFrame) -> dict[tuple[str, int, float], tuple[float, float]]:
@@ -224,6 +247,7 @@ def _add(
     params_m: float,
     gmacs: float,
     macts: float,
+    saved_mb: float | None,
 ) -> None:
     name = r["model"]
     params = float(round(params_m * 1e6))
@@ -233,12 +257,18 @@ def _add(
     columns: dict[str, Any] = {
         "params_total": params,
         "forward_gflops_per_sample": 2 * gmacs,
-        "activation_mb_per_sample": 2 * macts,
+        "activation_mb_per_sample": saved_mb if saved_mb is not None else 2 * macts,
     }
+    activations = (
+        f"activation MB = {saved_mb:g} saved for backward (timm {name} at {image} px, measured: "
+        "collectors/public/timm_saved_activations.csv)"
+        if saved_mb is not None
+        else f"activation MB = {macts:g} M activations x 2 bytes (timm inference CSV, same image size; "
+        "not in the saved-activation table)"
+    )
     notes = [
         f"step_time_s = train_step_time {step_ms:g} ms / 1000; samples_per_s as published",
-        f"GFLOPs = 2 x {gmacs:g} GMACs, activation MB = {macts:g} M activations x 2 bytes "
-        "(timm inference CSV, same image size)",
+        f"GFLOPs = 2 x {gmacs:g} GMACs, {activations}",
         "synthetic GPU input (no data loading); fwd + CE + bwd + SGD momentum 0.9 under fp16 autocast; NCHW",
         f"torch {version}, CUDA 11.3",
     ]
