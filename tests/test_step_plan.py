@@ -124,3 +124,40 @@ def test_a_models_dropouts_run_as_kernels_and_sdpa_draws_the_attention_mask_insi
     assert not _by(sdpa, "attention-probability dropout") and _by(sdpa, "residual dropout forward")
     llama = plan_step(_w())  # no dropout in Llama's config
     assert not _by(llama, "dropout")
+
+
+def test_an_mlp_reads_and_writes_what_it_saves_for_backward_once_per_layer():
+    """NCF (catalog ncf.yaml: 0.0021 MB saved per sample at 2 bytes = 1,050 elements; 0.000213
+    GFLOPs): besides its matmuls, one elementwise kernel per matmul layer writes its share of the
+    saved elements in forward and its backward reads and writes it again, costed as an add (two
+    inputs read, one output written, as the CNN plan's 'relu / residual'). At 1,048,576 samples, fp32
+    activations: 1,050 x 1,048,576 = 1.10e9 elements, so the forward pass moves 3 x 4 bytes of each
+    = 13.2 GB."""
+    w = _w("ncf", precision="fp32", micro_batch_size=1_048_576, seq_len=None)
+    plan = plan_step(w)
+    fwd = _by(plan, "activation / norm / residual forward")
+    bwd = _by(plan, "activation / norm / residual backward")
+    assert len(fwd) == len(bwd) == 1
+    elements = 0.0021e6 / 2 * 1_048_576
+    assert fwd[0].work.bytes * fwd[0].calls == pytest.approx(12 * elements, rel=0.01)
+    # an add's backward reads the output gradient and writes both input gradients: as many bytes
+    assert bwd[0].work.bytes * bwd[0].calls == pytest.approx(fwd[0].work.bytes * fwd[0].calls)
+    matmul_calls = sum(k.calls for k in plan.kernels if "mlp layers forward" in k.label)
+    assert fwd[0].calls == pytest.approx(max(1.0, matmul_calls))
+    no_grads = plan_step(_w("ncf", precision="fp32", micro_batch_size=1_048_576, seq_len=None, trainable_fraction=0))
+    assert not _by(no_grads, "activation / norm / residual backward")
+
+
+def test_a_cnns_batch_norms_read_half_of_what_it_saves_for_backward():
+    """ResNet-50 (catalog resnet50.yaml: 42 MB saved per 224-px image at 2 bytes = 21.0 M elements):
+    each convolution saves its input and each batch norm its input (the convolution's output), the
+    in-place ReLU's result is the next convolution's input, so the batch norms read half of it:
+    10.5 M elements an image, 672 M at micro-batch 64. timm counts ResNet-50's convolution outputs
+    as 11.11 M (its inference CSV; tests/test_public_import_timm.py checks the rule against it)."""
+    w = _w("resnet50", precision="fp32", micro_batch_size=64, seq_len=None)
+    plan = plan_step(w)
+    (bn,) = _by(plan, "batch norm forward")
+    rows, cols = bn.work.shape
+    assert rows * cols * bn.calls == pytest.approx(42e6 / 2 / 2 * 64, rel=0.01)
+    (relu,) = _by(plan, "relu / residual forward")
+    assert relu.work.shape[1] * relu.calls == pytest.approx(2 * rows * cols * bn.calls, rel=0.01)

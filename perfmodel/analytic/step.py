@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.analytic import conventions as cv
-from perfmodel.analytic.overhead import trainable_tensors
 from perfmodel.analytic.activations import lora_order
+from perfmodel.analytic.overhead import trainable_tensors
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -64,6 +64,14 @@ CNN_REFERENCE_KERNEL = 3
 CNN_ELEMENTWISE_PER_NORM = 2
 """Elementwise kernels (ReLU, residual add) per batch-norm in a CNN block (ResNet: conv-BN-ReLU, the
 residual add every third BN)."""
+CNN_SAVED_PER_NORM_INPUT = 2
+"""Elements a CNN saves for backward per element its batch norms read: each convolution saves its
+input and each batch norm its input (the convolution's output); the ReLU after it runs in place and
+its result is the next convolution's input, saved once. So a ResNet's batch norms read half of what
+it saves (ResNet-50 at 224 px: 42.7 MB saved per image, collectors/public/timm_saved_activations.csv;
+21.3 MB of it against timm's count of convolution outputs, 22.2 MB). Architectures that save more
+per convolution (an EfficientNet's SiLUs and squeeze-excitation products) get more batch-norm and
+elementwise work per convolution, which they run."""
 LOGIT_CHUNKS = {"chunked": 8}
 """Chunks of a chunked loss over the vocabulary (torchtune CEWithChunkedOutputLoss num_output_chunks
 = 8; litgpt's 128-token chunks are counted from the tokens, `_loss_chunks`)."""
@@ -688,8 +696,22 @@ def _cnn(
             recompute=ckpt,
             calls=calls,
         )
+        kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
+        layers = max(1.0, calls)
+        if kept_elements >= layers:
+            # what a layer saves for backward was written by one kernel of its own (its activation,
+            # norm or residual add) and is read back by that kernel's backward
+            _full(
+                out,
+                "activation / norm / residual",
+                lambda ph: elementwise_work(_i(kept_elements / layers), act, variant="add", phase=ph),
+                ckpt,
+                calls=layers,
+                backward=grads,
+            )
         return [
-            "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known)"
+            "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known) "
+            "plus one elementwise pass over what it saves for backward"
         ]
     conv = conv_work(b, c_in, c_out, 28, 28, k, mm, phase="forward")
     per_image = calls / b
@@ -708,7 +730,7 @@ def _cnn(
     if kept_elements >= 1:
         norms = max(1.0, per_image * 2.0)  # one BN per conv (v1.5: ~ 2 per conv work of this size)
         cols = c_out
-        rows = _i(kept_elements / norms / cols) if norms else 1
+        rows = _i(kept_elements / CNN_SAVED_PER_NORM_INPUT / norms / cols) if norms else 1
         _full(
             out,
             "batch norm",
@@ -727,7 +749,8 @@ def _cnn(
         )
     return [
         f"a {m.arch} is costed as {per_image:.0f} convolutions of a representative shape per image "
-        f"({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over its activations"
+        f"({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over half of what it "
+        "saves for backward (the batch norms' inputs)"
     ]
 
 
