@@ -80,7 +80,6 @@ def test_lora_optimizer_step_on_a_gpu_is_one_fused_adamw_over_the_adapters():
     gradient and both moments and writes weight and moments: 7 x 4 bytes per weight = 234.9 MB,
     whose floor on an A100-80GB (2,039 GB/s) is 115 us. On a GPU the host runs ahead of the
     device, so the optimizer step takes the longer of its device time and its launches."""
-    from perfmodel.analytic import conventions as cv
     from perfmodel.analytic.step import plan_step
     from perfmodel.kernels.efficiency import kernel_time
 
