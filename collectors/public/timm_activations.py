@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -55,12 +58,14 @@ class _TimmSlice:
         self.parameters = model.parameters  # type: ignore[attr-defined]
 
     def synthetic_batch(self, n: int, device: object, dtype: object) -> tuple[object, object]:
+        # torch: only this opt-in script's own venv has timm beside it
         import torch
 
         x = torch.randn(n, 3, self.image, self.image, device=device, dtype=dtype)
         return x, torch.randint(0, 1000, (n,), device=device)
 
     def loss(self, batch: tuple[object, object]) -> object:
+        # torch: only this opt-in script's own venv has timm beside it
         import torch.nn.functional as F
 
         x, y = batch
@@ -69,9 +74,11 @@ class _TimmSlice:
 
 def measure(name: str, image: int) -> tuple[float, float]:
     """(saved MB per sample at 2 bytes per element, parameters in millions) of one timm model."""
+    # timm, torch: only this opt-in script's own venv has them (timm needs torchvision)
     import timm
     import torch
 
+    # imports torch: the same measurement the collectors make
     from perfmodel.measure.models import activation_mb_per_sample
 
     torch.manual_seed(0)
@@ -88,10 +95,6 @@ def measure(name: str, image: int) -> tuple[float, float]:
 def measure_in_child(name: str, image: int, cap_bytes: int) -> tuple[float, float]:
     """`measure` in a forked child under an address-space cap, so that a model too large for this
     host fails alone (and its memory goes back with the child) instead of taking the run with it."""
-    import json
-    import os
-    import resource
-
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: measure, report one JSON line, exit without cleanup
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    # timm, torch: only this opt-in script's own venv has them (timm needs torchvision)
     import timm
     import torch
 
