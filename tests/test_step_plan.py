@@ -149,15 +149,57 @@ def test_an_mlp_reads_and_writes_what_it_saves_for_backward_once_per_layer():
 
 
 def test_a_cnns_batch_norms_read_half_of_what_it_saves_for_backward():
-    """ResNet-50 (catalog resnet50.yaml: 42 MB saved per 224-px image at 2 bytes = 21.0 M elements):
+    """A CNN known only by its FLOPs and what it saves, here ResNet-50's figures (catalog resnet50.yaml: 42 MB saved per 224-px image at 2 bytes = 21.0 M elements):
     each convolution saves its input and each batch norm its input (the convolution's output), the
     in-place ReLU's result is the next convolution's input, so the batch norms read half of it:
     10.5 M elements an image, 672 M at micro-batch 64. timm counts ResNet-50's convolution outputs
     as 11.11 M (its inference CSV; tests/test_public_import_timm.py checks the rule against it)."""
-    w = _w("resnet50", precision="fp32", micro_batch_size=64, seq_len=None)
+    cnn = dataclasses.replace(get_model("resnet50"), name="cnn-by-its-flops", family="cnn-other")
+    w = dataclasses.replace(_w("resnet50", precision="fp32", micro_batch_size=64, seq_len=None), model=cnn)
     plan = plan_step(w)
     (bn,) = _by(plan, "batch norm forward")
     rows, cols = bn.work.shape
     assert rows * cols * bn.calls == pytest.approx(42e6 / 2 / 2 * 64, rel=0.01)
     (relu,) = _by(plan, "relu / residual forward")
     assert relu.work.shape[1] * relu.calls == pytest.approx(2 * rows * cols * bn.calls, rel=0.01)
+
+
+def test_a_resnet_is_planned_layer_by_layer_as_torchvision_builds_it():
+    """ResNet-50 at 224 px: 53 convolutions (the stem, 3 per bottleneck x 16, 4 strided shortcuts),
+    a BatchNorm after each, 49 ReLUs (the stem's, 3 per block), 16 residual adds; forward FLOPs
+    8.18 G an image (torchvision: 4.09 G multiply-adds, the classifier included), the backward
+    twice that."""
+    w = _w("resnet50", precision="amp_bf16", micro_batch_size=64, seq_len=None)
+    plan = plan_step(w)
+    fwd = [k for k in plan.kernels if k.label.endswith("forward")]
+    assert len([k for k in fwd if k.work.kind == "conv"]) == 53
+    assert len([k for k in fwd if k.work.variant == "batch"]) == 53
+    assert len([k for k in fwd if k.work.variant == "relu"]) == 49
+    assert len([k for k in fwd if "residual add" in k.label]) == 16
+    forward_flops = sum(k.work.flops * k.calls for k in fwd)
+    assert forward_flops / 64 == pytest.approx(2 * 4.09e9, rel=0.01)
+    backward_flops = sum(k.work.flops * k.calls for k in plan.kernels if k.label.endswith("backward"))
+    assert backward_flops == pytest.approx(2 * forward_flops, rel=0.01)
+    assert any("layer by layer" in n for n in plan.notes)
+
+
+def test_a_resnets_narrow_1x1_convolution_is_memory_bound_on_an_h100():
+    """Block 2's 1x1 reduce (256 -> 64 channels at 56x56, micro-batch 64, bf16): 2 x 200,704 x 64 x 256
+    = 6.58 GFLOP over (51.38 M inputs + 12.85 M outputs + 16 k weights) x 2 bytes = 128.5 MB, 51 FLOP
+    a byte; an H100 SXM streams 3.35 TB/s against 989 TFLOP/s (295 FLOP a byte), so its floor is the
+    bytes': 38 us, not the 6.7 us of its FLOPs."""
+    from perfmodel.kernels.efficiency import kernel_time
+
+    w = _w("resnet50", gpu="H100-SXM", precision="bf16", micro_batch_size=64, seq_len=None)
+    (k,) = _by(plan_step(w), "block 2 1x1 reduce conv forward")
+    assert k.work.flops == pytest.approx(2 * 64 * 56 * 56 * 64 * 256)
+    assert k.work.bytes == pytest.approx((64 * 256 * 56 * 56 + 64 * 256 + 64 * 64 * 56 * 56) * 2)
+    priced = kernel_time(k.work, w.gpu)
+    assert priced.floor_s == pytest.approx(k.work.bytes / 3.35e12, rel=0.02)
+    assert priced.seconds >= priced.floor_s > 5 * k.work.flops / 989e12
+
+
+def test_a_network_that_is_not_a_torchvision_resnet_keeps_the_representative_convolution():
+    cnn = dataclasses.replace(get_model("resnet50"), params_total=25_560_000)  # timm's rounded count
+    w = dataclasses.replace(_w("resnet50", precision="amp_bf16", micro_batch_size=64, seq_len=None), model=cnn)
+    assert _by(plan_step(w), "convolutions forward")

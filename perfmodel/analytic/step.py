@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfmodel.analytic import conventions as cv
-from perfmodel.analytic.activations import lora_order
+from perfmodel.analytic.activations import ResNetLayout, lora_order, resnet_layout
 from perfmodel.analytic.overhead import trainable_tensors
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
@@ -658,6 +658,108 @@ def _optimizer(
     )
 
 
+def _resnet(w: Workload, layout: ResNetLayout, out: list[PlannedKernel]) -> list[str]:
+    """A ResNet layer by layer, as torchvision builds it (activations.ResNetLayout): the 7x7/2 stem
+    convolution, its BatchNorm and ReLU, the 3x3/2 max-pool; in every block its convolutions (1x1,
+    3x3 with the stage's stride, 1x1 for a bottleneck; two 3x3 for a basic block; a strided 1x1
+    shortcut where the shape changes), a BatchNorm after each, a ReLU after each but the last, the
+    residual add and the block's ReLU; global average pooling, the classifier and the loss over the
+    classes (on fp32 logits). Each convolution is the implicit GEMM of its own shape, so a 1x1
+    convolution over few channels is as memory-bound as it is on the GPU."""
+    t = w.training
+    mm, act, _ = _dtypes(w)
+    b = t.micro_batch_size
+    grads = not (t.trainable_fraction == 0 and not t.lora_r)
+    ckpt = bool(t.activation_checkpointing) and grads
+
+    def conv(label: str, c_in: int, c_out: int, side: int, k: int, stride: int) -> int:
+        _full(
+            out,
+            f"{label} conv",
+            lambda ph: conv_work(b, c_in, c_out, side, side, k, mm, stride=stride, phase=ph),
+            ckpt,
+            backward=grads,
+        )
+        return -(-side // stride)
+
+    def norm(label: str, channels: int, side: int, relu: bool) -> None:
+        rows = b * side * side
+        _full(
+            out,
+            f"{label} batch norm",
+            lambda ph: norm_work(rows, channels, act, variant="batch", impl="eager", phase=ph),
+            ckpt,
+            backward=grads,
+        )
+        if relu:
+            _full(
+                out,
+                f"{label} relu",
+                lambda ph: activation_work(rows, channels, act, variant="relu", phase=ph),
+                ckpt,
+                backward=grads,
+            )
+
+    side = conv("stem", 3, layout.width, layout.image, 7, 2)
+    norm("stem", layout.width, side, relu=True)
+    _full(  # the max-pool reads the stem's output once (its 1/4-size output and indices are small)
+        out,
+        "stem max-pool",
+        lambda ph: elementwise_work(b * layout.width * side * side, act, variant="copy", inputs=1, phase=ph),
+        ckpt,
+        backward=grads,
+    )
+    expansion = 4 if layout.bottleneck else 1
+    for i, (cin, width, stride, s_in) in enumerate(layout.blocks()):
+        label, cout = f"block {i + 1}", width * expansion
+        if layout.bottleneck:
+            conv(f"{label} 1x1 reduce", cin, width, s_in, 1, 1)
+            norm(f"{label} 1", width, s_in, relu=True)
+            s_out = conv(f"{label} 3x3", width, width, s_in, 3, stride)
+            norm(f"{label} 2", width, s_out, relu=True)
+            conv(f"{label} 1x1 expand", width, cout, s_out, 1, 1)
+        else:
+            s_out = conv(f"{label} 3x3 a", cin, width, s_in, 3, stride)
+            norm(f"{label} 1", width, s_out, relu=True)
+            conv(f"{label} 3x3 b", width, width, s_out, 3, 1)
+        norm(f"{label} last", cout, s_out, relu=False)
+        if stride != 1 or cin != cout:
+            conv(f"{label} shortcut", cin, cout, s_in, 1, stride)
+            norm(f"{label} shortcut", cout, s_out, relu=False)
+        elements = b * cout * s_out * s_out
+        _full(
+            out,
+            f"{label} residual add",
+            lambda ph, n=elements: elementwise_work(n, act, variant="add", phase=ph),
+            ckpt,
+            backward=grads,
+        )
+        _full(
+            out,
+            f"{label} relu",
+            lambda ph, rows=b * s_out * s_out, c=cout: activation_work(rows, c, act, variant="relu", phase=ph),
+            ckpt,
+            backward=grads,
+        )
+        side = s_out
+    features = layout.features
+    _full(
+        out,
+        "global average pool",
+        lambda ph: elementwise_work(b * features * side * side, act, variant="copy", inputs=1, phase=ph),
+        False,
+        backward=grads,
+    )
+    _matmul(out, "classifier", b, features, layout.classes, mm, trainable=grads, input_grad=grads, recompute=False)
+    _full(out, "loss", lambda ph: loss_work(b, layout.classes, "fp32", phase=ph), False, backward=grads)
+    depth = sum(layout.stages) * (3 if layout.bottleneck else 2) + 2
+    return [
+        f"a ResNet-{depth} is costed layer by layer ({len(layout.blocks())} blocks at {layout.image}x{layout.image} px): "
+        "every convolution as the implicit GEMM of its own shape, its batch norms, ReLUs, residual adds, "
+        "pooling, classifier and loss"
+    ]
+
+
 def _cnn(
     w: Workload,
     recipe: FrameworkRecipe,
@@ -667,9 +769,13 @@ def _cnn(
     costed_flops_per_sample: float = 0.0,
 ) -> list[str]:
     """A CNN/MLP as one implicit-GEMM convolution with its FLOPs, plus its batch-norm and elementwise
-    traffic over the activations it keeps. `costed_flops_per_sample`: forward FLOPs already costed
-    kernel by kernel (a transformer part), left out here."""
+    traffic over the activations it keeps; a ResNet torchvision builds (activations.resnet_layout)
+    layer by layer (`_resnet`). `costed_flops_per_sample`: forward FLOPs already costed kernel by
+    kernel (a transformer part), left out here."""
     m, t = w.model, w.training
+    layout = resnet_layout(w) if not costed_flops_per_sample else None
+    if layout is not None:
+        return _resnet(w, layout, out)
     mm, act, _ = _dtypes(w)
     b = t.micro_batch_size
     flops_fwd = max(0.0, float(m.forward_gflops_per_sample or 0.0) * 1e9 - costed_flops_per_sample) * b
