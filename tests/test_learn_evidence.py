@@ -41,6 +41,19 @@ def test_evidence_counts_only_runs_like_the_query():
     assert evidence_key(_row(gpus=8, nodes=2)) == "nvidia|multi-node|eager|transformer"
 
 
+def test_a_recipes_fused_kinds_make_a_transformers_stack_fused_not_a_cnns():
+    """A recipe fuses a transformer's kinds (norms, activations, rotary, the loss over the vocabulary);
+    a CNN's plan runs its batch norms, ReLUs and adds op by op whatever the recipe, so NVIDIA's
+    DeepLearningExamples ResNet (dle-ngc: 2 fused kinds) is evidence for an eager ResNet query; compile
+    still is another stack."""
+    assert evidence_key(_row(fused=2)) == "nvidia|1 device|fused|transformer"
+    assert evidence_key(_row(fused=2, arch="cnn")) == "nvidia|1 device|eager|cnn"
+    assert evidence_key(_row(fused=2, arch="mlp")) == "nvidia|1 device|eager|other"
+    assert evidence_key(_row(arch="cnn", compile_=1)) == "nvidia|1 device|fused|cnn"
+    ev = Evidence.from_rows([_row(fused=2, arch="cnn")] * 10, [1.0] * 10)
+    assert ev.shrink([_row(arch="cnn")]) == [pytest.approx(0.5)]
+
+
 def test_round_trips_through_json():
     ev = Evidence.from_rows([_row(), _row(bw=2039)], [1.0, 0.5])
     assert Evidence.from_json(ev.to_json()) == ev

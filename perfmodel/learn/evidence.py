@@ -20,7 +20,8 @@ made eager transformers of other sources too slow (README, "Accuracy"; issue 21'
 
 where n is the number of measured runs (one vote per run) in the training data that share the
 query's device class (vendor), scale (1 device / 1 node / multi-node), kind of stack (eager or
-fused/compiled), kind of model (transformer, CNN, other), and whose accelerator is within
+fused/compiled; a recipe's fused kinds are a transformer's, so a CNN or MLP is eager unless
+compiled), kind of model (transformer, CNN, other), and whose accelerator is within
 `SPEC_WINDOW_LOG10` decades of the query's in peak FLOP/s and in memory bandwidth. The accelerator
 enters only through its specs, never its name.
 
@@ -56,8 +57,12 @@ def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:
 
 
 def _eager(row: Mapping[str, Any]) -> bool:
-    """No fused kernels, no compile: the stack PyTorch runs op by op."""
-    return _num(row, "recipe_fused_kinds") == 0 and _num(row, "torch_compile") == 0
+    """No fused kernels, no compile: the stack PyTorch runs op by op. A recipe's fused kinds are a
+    transformer's (its norms, activations, rotary, loss over the vocabulary): a CNN's or an MLP's plan
+    runs its batch norms, activations and adds op by op whatever the recipe (perfmodel.analytic.step
+    `_cnn`, `_resnet`), so for those only compile makes the stack other than eager."""
+    fused = _num(row, "recipe_fused_kinds") if str(row.get("arch")) in TRANSFORMER_ARCHS else 0.0
+    return fused == 0 and _num(row, "torch_compile") == 0
 
 
 def evidence_key(row: Mapping[str, Any]) -> str:
