@@ -25,6 +25,7 @@ timestamps; assumed on a GPU, where no run has been recorded yet).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,27 +140,43 @@ class ProfilePlan:
 
 
 def slice_facts(config: SliceConfig) -> dict[str, Any]:
-    """Parameters and per-sample forward FLOPs of a configuration's model without building it
-    on a device: transformers analytically (perfmodel.measure.configs), CNN/MLP on torch's meta device
-    with FlopCounterMode, as perfmodel.measure.slices does on the real device."""
+    """Parameters, per-sample forward FLOPs and (CNN/MLP) what the model saves for backward, without
+    a device: transformers analytically (perfmodel.measure.configs), CNN/MLP built once per model
+    (`_network_facts`), as perfmodel.measure.slices measures them on the real device."""
     if config.kind == "lightgbm":
         return {"params_total": None}
     if config.is_transformer:
         return {"params_total": float(transformer_params(config) + lora_params(config))}
+    model_only = dataclasses.replace(
+        config, micro_batch_size=2, precision="fp32", optimizer="adamw", activation_checkpointing=False,
+        lora_r=None, warmup_steps=2, measured_steps=10,
+    )  # fmt: skip
+    return dict(_network_facts(model_only))
+
+
+@functools.lru_cache(maxsize=64)
+def _network_facts(config: SliceConfig) -> tuple[tuple[str, float], ...]:
+    """A CNN/MLP slice's parameters and forward FLOPs (torch's meta device, FlopCounterMode) and the
+    MB per sample autograd saves for backward (a 2-sample forward on this CPU in fp32, 2 bytes per
+    element: perfmodel.measure.models.activation_mb_per_sample, the measured row's figure); a plan
+    row without it costed a CNN's batch norms and ReLUs as nothing (a ResNet-50 slice at 4x speed)."""
     # torch: seconds to import, only measuring needs it; perfmodel.measure.models imports torch: only this path needs it
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from perfmodel.measure.models import build_model
+    from perfmodel.measure.models import activation_mb_per_sample, build_model
 
     model = build_model(config, "meta")
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model.loss(model.synthetic_batch(2, "meta", torch.float32))  # type: ignore[operator]
-    return {
-        "params_total": float(sum(p.numel() for p in model.parameters())),
-        "forward_gflops_per_sample": counter.get_total_flops() / 2 / 1e9,
-    }
+    params = float(sum(p.numel() for p in model.parameters()))
+    saved = activation_mb_per_sample(build_model(config, "cpu"), "cpu", torch.float32)
+    return (
+        ("params_total", params),
+        ("forward_gflops_per_sample", counter.get_total_flops() / 2 / 1e9),
+        ("activation_mb_per_sample", saved),
+    )
 
 
 def _row(config: SliceConfig, device: str) -> dict[str, Any]:

@@ -164,6 +164,24 @@ def test_cnn_and_mlp_facts_on_the_meta_device_match_the_built_model():
     )
 
 
+def test_a_planned_resnet_50_slice_saves_what_resnet_50_saves_so_its_batch_norms_cost_time():
+    """The GPU profile's ResNet-50 slice (width 64, blocks 3-4-6-3, bottleneck, 224 px) planned without
+    a device: what it saves for backward is ResNet-50's (catalog resnet50.yaml: 42 MB per image;
+    timm's resnet50 measured the same way, collectors/public/timm_saved_activations.csv: 42.66 MB),
+    so its plan has batch-norm and ReLU work; without it the plan costed a ResNet-50 step on an H200
+    at 4x the speed of its convolutions-and-norms plan. One build per model, whatever the batch."""
+    pytest.importorskip("torch")
+    from perfmodel.analytic.step import plan_step
+
+    r50 = resnet(64, (3, 4, 6, 3), True, 224, micro_batch_size=64, precision="amp_bf16")
+    facts = plan_mod.slice_facts(r50)
+    assert facts["activation_mb_per_sample"] == pytest.approx(42.66, rel=0.02)
+    assert plan_mod.slice_facts(dataclasses.replace(r50, micro_batch_size=16)) == facts
+    workload = plan_mod.workload_from_row(plan_mod._row(r50, "H200"))
+    norms = [k for k in plan_step(workload).kernels if k.work.kind == "norm"]
+    assert norms and sum(k.work.bytes * k.calls for k in norms) > 0
+
+
 def test_microbenchmark_time_follows_the_device_and_the_plan():
     fast, slow = get_gpu("h200"), get_gpu("t4")
     gpu_plan = gpu_microbench()
