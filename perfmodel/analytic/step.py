@@ -752,12 +752,7 @@ def _resnet(w: Workload, layout: ResNetLayout, out: list[PlannedKernel]) -> list
     )
     _matmul(out, "classifier", b, features, layout.classes, mm, trainable=grads, input_grad=grads, recompute=False)
     _full(out, "loss", lambda ph: loss_work(b, layout.classes, "fp32", phase=ph), False, backward=grads)
-    depth = sum(layout.stages) * (3 if layout.bottleneck else 2) + 2
-    return [
-        f"a ResNet-{depth} is costed layer by layer ({len(layout.blocks())} blocks at {layout.image}x{layout.image} px): "
-        "every convolution as the implicit GEMM of its own shape, its batch norms, ReLUs, residual adds, "
-        "pooling, classifier and loss"
-    ]
+    return []  # the network's own layers: nothing approximated to warn about
 
 
 def _cnn(
