@@ -521,3 +521,17 @@ def test_vary_numbers_are_decimal_only_too():
     assert parse_vary("training.seq_len=512,1024") == ("training.seq_len", [512, 1024])
     with pytest.raises(ConfigError, match=r"--vary 'training\.seq_len=512,017': 017 is not a decimal number"):
         parse_vary("training.seq_len=512,017")
+
+
+@pytest.mark.parametrize("gpu,precision,said", [("A100-80GB", "fp32", True), ("A100-80GB", "tf32", False),
+                                                 ("V100-16GB", "fp32", False), ("H200", "fp32", True)])  # fmt: skip
+def test_an_fp32_cnn_on_a_tf32_gpu_says_pytorch_runs_its_convolutions_in_tf32(tmp_path, gpu, precision, said):
+    """PyTorch's torch.backends.cudnn.allow_tf32 defaults to True (docs, notes/cuda.rst "TensorFloat-32
+    (TF32) on Ampere (and later) devices"), so a ResNet told 'fp32' runs its convolutions in TF32 on an
+    A100 or H200 (156 and 495 TFLOP/s against 19.5 and 67 fp32); a V100 has no TF32."""
+    text = f"model:\n  name: resnet50\ntraining:\n  precision: {precision}\n  micro_batch_size: 64\n  samples: 1.0e5\nhardware:\n  gpu: {gpu}\n"
+    w = load_workload(write(tmp_path, text))
+    lines = [a for a in w.assumptions if "cudnn.allow_tf32" in a]
+    assert bool(lines) is said
+    if said:
+        assert "training.precision: tf32" in lines[0] and gpu in lines[0]
