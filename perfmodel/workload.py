@@ -245,7 +245,7 @@ class ModelSpec:
     activation_mb_per_sample: float | None = None
     """Activation memory kept for backward per sample in MB at 16-bit (non-transformer archs)."""
     reference_input: str | None = None
-    """The input the FLOPs figure refers to, e.g. '224x224 image'."""
+    """The input the FLOPs figure refers to, e.g. '224x224 image'; for a torchvision ResNet (resnet18 ... resnet152) its side is the image size the layer-by-layer plan and the memory model use."""
     part_layers: int = 0
     """Transformer blocks inside a model that is not itself a transformer (arch mlp/other: a Ludwig
     ECD model's FT-Transformer combiner or transformer sequence encoder, Ludwig's TransformerStack in
