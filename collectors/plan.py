@@ -141,8 +141,8 @@ class ProfilePlan:
 
 def slice_facts(config: SliceConfig) -> dict[str, Any]:
     """Parameters, per-sample forward FLOPs and (CNN/MLP) what the model saves for backward, without
-    a device: transformers analytically (perfmodel.measure.configs), CNN/MLP built once per model
-    (`_network_facts`), as perfmodel.measure.slices measures them on the real device."""
+    a device: transformers analytically (perfmodel.measure.configs), CNN/MLP built once per model on
+    this CPU (`_network_facts`)."""
     if config.kind == "lightgbm":
         return {"params_total": None}
     if config.is_transformer:
@@ -156,26 +156,20 @@ def slice_facts(config: SliceConfig) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _network_facts(config: SliceConfig) -> tuple[tuple[str, float], ...]:
-    """A CNN/MLP slice's parameters and forward FLOPs (torch's meta device, FlopCounterMode) and the
-    MB per sample autograd saves for backward (a 2-sample forward on this CPU in fp32, 2 bytes per
-    element: perfmodel.measure.models.activation_mb_per_sample, the measured row's figure); a plan
-    row without it costed a CNN's batch norms and ReLUs as nothing (a ResNet-50 slice at 4x speed)."""
+    """A CNN/MLP slice's parameters, forward FLOPs and the MB per sample autograd saves for backward,
+    measured on this CPU in fp32 as perfmodel.measure.slices measures them on the device (the same
+    functions: forward_gflops_per_sample, activation_mb_per_sample); without the last, a plan row
+    costed a CNN's batch norms and ReLUs as nothing (a ResNet-50 slice at 4x speed)."""
     # torch: seconds to import, only measuring needs it; perfmodel.measure.models imports torch: only this path needs it
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
-    from perfmodel.measure.models import activation_mb_per_sample, build_model
+    from perfmodel.measure import models
 
-    model = build_model(config, "meta")
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        model.loss(model.synthetic_batch(2, "meta", torch.float32))  # type: ignore[operator]
-    params = float(sum(p.numel() for p in model.parameters()))
-    saved = activation_mb_per_sample(build_model(config, "cpu"), "cpu", torch.float32)
+    model = models.build_model(config, "cpu")
     return (
-        ("params_total", params),
-        ("forward_gflops_per_sample", counter.get_total_flops() / 2 / 1e9),
-        ("activation_mb_per_sample", saved),
+        ("params_total", float(sum(p.numel() for p in model.parameters()))),
+        ("forward_gflops_per_sample", models.forward_gflops_per_sample(model, "cpu", torch.float32)),
+        ("activation_mb_per_sample", models.activation_mb_per_sample(model, "cpu", torch.float32)),
     )
 
 

@@ -479,6 +479,8 @@ class ParallelSpec:
 
 
 _FALLBACK_TO_FP32 = ("tf32", "fp16")
+TENSOR_CORE_DTYPES = ("tf32", "bf16", "fp16", "fp8")
+"""Dtypes that run on tensor/matrix cores where the accelerator has them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -565,6 +567,15 @@ class GPUSpec:
         except ConfigError:
             return False
         return True
+
+    def tensor_cores(self, compute_dtype: str) -> bool:
+        """True where `compute_dtype` runs on tensor/matrix cores: a peak well (1.5x) above the fp32 one."""
+        fp32 = self.peak_tflops.get("fp32") or 0.0
+        return (
+            compute_dtype in TENSOR_CORE_DTYPES
+            and self.supports(compute_dtype)
+            and self.peak_for(compute_dtype) > 1.5 * fp32
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

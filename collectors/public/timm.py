@@ -49,6 +49,7 @@ Normalisation:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -207,9 +208,10 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
     return sink.result()
 
 
+@functools.lru_cache(maxsize=4)
 def saved_activations(path: str | Path = SAVED_ACTIVATIONS) -> dict[tuple[str, int], float]:
     """(model, image size) -> MB per sample that autograd saves for backward (2 bytes per element),
-    from the measured table; empty when the table is absent."""
+    from the measured table, read once (callers must not change it); empty when the table is absent."""
     path = Path(path)
     if not path.is_file():
         return {}

@@ -775,10 +775,7 @@ def _cnn(
     mm, act, _ = _dtypes(w)
     b = t.micro_batch_size
     flops_fwd = max(0.0, float(m.forward_gflops_per_sample or 0.0) * 1e9 - costed_flops_per_sample) * b
-    c_in, c_out = CNN_REFERENCE_CHANNELS
-    k = CNN_REFERENCE_KERNEL
-    one = conv_work(1, c_in, c_out, 28, 28, k, mm, phase="forward")
-    calls = flops_fwd / one.flops if one.flops else 0.0
+    kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
     grads = not (t.trainable_fraction == 0 and not t.lora_r)
     ckpt = bool(t.activation_checkpointing) and grads
     if m.arch == "mlp":
@@ -798,7 +795,6 @@ def _cnn(
             recompute=ckpt,
             calls=calls,
         )
-        kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
         layers = max(1.0, calls)
         if kept_elements >= layers:
             # what a layer saves for backward was written by one kernel of its own (its activation,
@@ -815,8 +811,10 @@ def _cnn(
             "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known) "
             "plus one elementwise pass over what it saves for backward"
         ]
+    c_in, c_out = CNN_REFERENCE_CHANNELS
+    k = CNN_REFERENCE_KERNEL
     conv = conv_work(b, c_in, c_out, 28, 28, k, mm, phase="forward")
-    per_image = calls / b
+    per_image = flops_fwd / conv.flops if conv.flops else 0.0
     out.append(PlannedKernel(label="convolutions forward", work=conv, calls=per_image))
     if ckpt:
         out.append(PlannedKernel(label="convolutions recompute", work=conv, calls=per_image))
@@ -828,7 +826,6 @@ def _cnn(
                 calls=per_image,
             )
         )
-    kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
     if kept_elements >= 1:
         norms = max(1.0, per_image * 2.0)  # one BN per conv (v1.5: ~ 2 per conv work of this size)
         cols = c_out

@@ -214,7 +214,7 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
         kw["micro_batch_size"] = pick("training.micro_batch_size", 8)
         kw["grad_accum_steps"] = pick("training.grad_accum_steps", 1)
         kw["precision"] = _precision(pick, gpu, assumptions)
-        if kw["precision"] == "fp32" and model.arch == "cnn" and gpu.peak_for("tf32") > 1.5 * gpu.peak_for("fp32"):
+        if kw["precision"] == "fp32" and model.arch == "cnn" and gpu.tensor_cores("tf32"):
             assumptions.append(
                 f"training.precision fp32: convolutions priced in IEEE fp32; PyTorch runs them in TF32 on "
                 f"{gpu.name} by default (torch.backends.cudnn.allow_tf32 is True, x{gpu.peak_for('tf32') / gpu.peak_for('fp32'):.0f} "

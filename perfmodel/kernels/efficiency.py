@@ -66,7 +66,6 @@ GEMM_KINDS = ("matmul", "conv", "attention")
 MEMORY_KINDS = tuple(k for k in KERNEL_KINDS if k not in GEMM_KINDS)
 TILE = 128
 """Output tile edge (elements) of the wave-quantisation term."""
-TENSOR_DTYPES = ("tf32", "bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,9 +239,8 @@ def _measured_eta(gpu: GPUSpec, dtype: str) -> float | None:
 
 
 def is_tensor(gpu: GPUSpec, dtype: str) -> bool:
-    """True where `dtype` runs on tensor/matrix cores (a peak well above the fp32 one)."""
-    fp32 = gpu.peak_tflops.get("fp32") or 0.0
-    return dtype in TENSOR_DTYPES and gpu.peak_for(dtype) > 1.5 * fp32
+    """True where `dtype` runs on tensor/matrix cores (GPUSpec.tensor_cores)."""
+    return gpu.tensor_cores(dtype)
 
 
 def _get(v: dict[str, float], name: str) -> float:
