@@ -211,3 +211,21 @@ def test_saved_activations_are_the_catalogs_measure_and_fall_back_to_timms_count
     fallback = rows[~measured]
     assert fallback["notes"].str.contains("not in the saved-activation table").all()
     assert saved_activations(tmp_path / "absent.csv") == {}
+
+
+def test_a_measured_row_of_another_size_is_not_used(result) -> None:
+    from collectors.public.timm import measured_saved_mb
+
+    # timm 0.9.16 builds convnext_tiny_in22ft1k as the real tiny (28.6 M parameters); the sweep's
+    # row of that name ran convnext_base's config (88.59 M, CSV line 1900): its measure is not used
+    assert measured_saved_mb("convnext_tiny_in22ft1k", 224, 28.589) is not None
+    assert measured_saved_mb("convnext_tiny_in22ft1k", 224, 88.59) is None
+    assert measured_saved_mb("not_a_model", 224, 1.0) is None
+    rows = result.rows
+    tiny = rows[rows["model_name"] == "convnext_tiny_in22ft1k"]
+    assert not tiny.empty
+    assert tiny["notes"].str.contains("not in the saved-activation table").all()
+    base = rows[rows["model_name"] == "convnext_base_in22ft1k"]
+    # the same network, so the same count: timm's 28.75 M activations x 2 bytes
+    assert tiny["activation_mb_per_sample"].eq(2 * 28.75).all()
+    assert base["notes"].str.contains("saved for backward").all()

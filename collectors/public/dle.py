@@ -13,7 +13,7 @@ What is kept, by README family:
   the latter four take params and GFLOPs (= 2 x GMACs) from timm's inference CSV for the same
   architecture and image size (CNN_DIMS; timm results/benchmark-infer-amp-nchw-pt110-cu113-rtx3090.csv
   @ 1331c145) and what they save for backward from the timm sweep's measured table (CNN_TIMM,
-  collectors.public.timm.saved_activations; timm's million activations x 2 bytes without it). Batch per GPU: the
+  collectors.public.timm.measured_saved_mb; timm's million activations x 2 bytes without it). Batch per GPU: the
   table's cell (TensorFlow, "128 (FP32) / 256 (AMP)"), the benchmark command quoted above the
   table (MXNet "-b 192 --dtype float16"), the `--batch-size` default the README states
   (PaddlePaddle, 256), or, for PyTorch (the README does not print it), the `batch_size` of
@@ -80,7 +80,7 @@ from collectors.public._common import (
     parse_number,
     read_csv,
 )
-from collectors.public.timm import saved_activations
+from collectors.public.timm import measured_saved_mb
 from perfmodel.analytic.flops import compute_step_flops
 from perfmodel.catalog import get_model, resolve_model_key
 from perfmodel.codec import is_missing, model_columns, workload_from_row
@@ -120,7 +120,7 @@ CNN_TIMM: dict[str, tuple[str, int]] = {
     "efficientnet-b4": ("tf_efficientnet_b4", 380),
 }
 """CNN_DIMS key -> the timm model and image size whose measured saved activations (what autograd
-keeps for backward; collectors.public.timm.saved_activations) replace timm's conv-output count."""
+keeps for backward; collectors.public.timm.measured_saved_mb) replace timm's conv-output count."""
 CNN_MODELS: dict[str, str] = {
     "resnet50v1.5": "resnet50",
     "resnet50": "resnet50",
@@ -419,7 +419,7 @@ def _cnn(r: Mapping[str, str], cells: Mapping[str, str], kind: str, gpu: str, pr
         dims = CNN_DIMS[key]
         model = (key, CNN_FAMILY.get(key, "resnet"), "cnn")
         timm_name, image = CNN_TIMM[key]
-        saved = saved_activations().get((timm_name, image))
+        saved = measured_saved_mb(timm_name, image, dims.params / 1e6)
         columns = {
             "params_total": dims.params,
             "forward_gflops_per_sample": dims.gflops,

@@ -168,7 +168,6 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
     sink = RowSink(path.stem)
     frame = read_csv(path)
     flops = _flops_lookup(frame)
-    saved = saved_activations()
     kept: list[dict[str, Any]] = []
     for _, r in frame.iterrows():
         if r["in_latest_version"] != "True":
@@ -204,22 +203,44 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
         group = (k["r"]["model"], k["image"])
         repeat = repeat + 1 if group == previous else 0
         previous = group
-        _add(sink, repeat=repeat, saved_mb=saved.get((k["r"]["model"], k["image"])), **k)
+        _add(sink, repeat=repeat, saved_mb=measured_saved_mb(k["r"]["model"], k["image"], k["params_m"]), **k)
     return sink.result()
 
 
-@functools.lru_cache(maxsize=4)
 def saved_activations(path: str | Path = SAVED_ACTIVATIONS) -> dict[tuple[str, int], float]:
     """(model, image size) -> MB per sample that autograd saves for backward (2 bytes per element),
-    from the measured table, read once (callers must not change it); empty when the table is absent."""
-    path = Path(path)
+    from the measured table (read once); empty when the table is absent. `measured_saved_mb` checks the
+    parameter count too."""
+    return {key: mb for key, (mb, _) in _saved_table(Path(path)).items()}
+
+
+SAVED_PARAMS_TOLERANCE = 0.05
+"""A measured row of the saved-activation table stands for a sweep row only when the model timm
+0.9.16 built has the sweep's parameter count within this share: some 2022 names build another
+model today (convnext_tiny_in22ft1k was convnext_base's config in the sweep: 88.6 M parameters,
+28.6 M today; ig_resnext101_32x16d builds the 32x8d's 88.8 M, not 194 M)."""
+
+
+@functools.lru_cache(maxsize=4)
+def _saved_table(path: Path) -> dict[tuple[str, int], tuple[float, float]]:
     if not path.is_file():
         return {}
     table = read_csv(path)
     return {
-        (str(m), int(i)): float(v)
-        for m, i, v in zip(table["model"], table["img_size"], table["saved_mb_per_sample"], strict=True)
+        (str(m), int(i)): (float(v), float(p))
+        for m, i, v, p in zip(
+            table["model"], table["img_size"], table["saved_mb_per_sample"], table["params_m"], strict=True
+        )
     }
+
+
+def measured_saved_mb(name: str, image: int, params_m: float, path: str | Path = SAVED_ACTIVATIONS) -> float | None:
+    """MB per sample that `name` at `image` px saves for backward, measured, when the model measured
+    has `params_m` million parameters (within SAVED_PARAMS_TOLERANCE); None otherwise."""
+    found = _saved_table(Path(path)).get((name, image))
+    if found is None or abs(found[1] / params_m - 1.0) > SAVED_PARAMS_TOLERANCE:
+        return None
+    return found[0]
 
 
 def _flops_lookup(frame: pd.DataFrame) -> dict[tuple[str, int, float], tuple[float, float]]:
@@ -266,7 +287,7 @@ def _add(
         "collectors/public/timm_saved_activations.csv)"
         if saved_mb is not None
         else f"activation MB = {macts:g} M activations x 2 bytes (timm inference CSV, same image size; "
-        "not in the saved-activation table)"
+        "not in the saved-activation table, or measured there on a model of another size)"
     )
     notes = [
         f"step_time_s = train_step_time {step_ms:g} ms / 1000; samples_per_s as published",
