@@ -303,6 +303,14 @@ def rows_to_training_data(
     return X, y, kept, dict(skipped)
 
 
+def planned_rows(table: Any, efficiency: Any = None) -> list[tuple[Workload, AnalyticEstimate]]:
+    """(workload, kernel-model estimate) of every row `rows_to_training_data` keeps, in its order
+    (the `row` of an evaluation's out-of-fold predictions indexes them)."""
+    candidates, _ = _candidates(table)
+    works = [c[2] for c in candidates]
+    return list(zip(works, estimate_many(works, efficiency, plans=[c[3] for c in candidates]), strict=True))
+
+
 _CANDIDATES: dict[Any, tuple[list[Any], dict[str, int]]] = {}
 """Table content key -> (candidates, skipped) of the last few tables this process read."""
 

@@ -155,6 +155,30 @@ def test_the_interval_narrows_with_evidence_and_widens_back_far_from_it():
     assert width(far) > 2 * w20
 
 
+def test_measured_runs_never_widen_the_interval_beyond_the_uncalibrated_one_without_their_own_spread():
+    w = llama_cpu(mb=3, seq=128)
+    uncal = predict(w, use_calibration=False).step_time_s
+
+    def sides(p):
+        s = p.step_time_s
+        return math.log(s.estimate / s.low), math.log(s.high / s.estimate)
+
+    # one run 1.3x off: the prior spread alone (0.25, t at 4 dof, sqrt(2)) asked for a log half-width
+    # of 0.75, wider than this query's uncalibrated sides; now each side is at most the uncalibrated one
+    record.save_calibration(synthetic(1, truth=1.3))
+    lo, hi = sides(predict(w))
+    u_lo, u_hi = math.log(uncal.estimate / uncal.low), math.log(uncal.high / uncal.estimate)
+    assert lo <= u_lo + 1e-9 and hi <= u_hi + 1e-9
+    assert predict(w).step_time_s.estimate > uncal.estimate  # and the centre still moves toward the run
+    # runs that disagree with each other (x1/4 .. x4 of the model) widen it: their own spread says so
+    spread = synthetic(4)
+    factors = (0.25, 4.0, 0.3, 3.5)
+    runs = tuple(dataclasses.replace(r, measured_s=r.measured_s / TRUTH * f) for r, f in zip(spread.runs, factors, strict=True))
+    record.save_calibration(dataclasses.replace(spread, runs=runs))
+    lo, hi = sides(predict(w))
+    assert lo + hi > u_lo + u_hi
+
+
 def test_a_host_calibration_is_never_applied_to_another_accelerator_kind():
     record.save_calibration(synthetic(10))
     w = dataclasses.replace(llama_cpu(), gpu=get_gpu("A100-80GB"))

@@ -1,0 +1,157 @@
+"""What a few of the user's own measured runs do to a prediction for a setup the model never saw.
+
+A user's first prediction is for a lab setup the model has not seen (its framework build, data
+path, clocks, drivers): leave-one-source-out is that case, and its error and interval are the
+headline. Then the user runs `perfmodel probe` (or `calibrate`, or `ingest`s a finished run) on
+their machine, and every later prediction there is moved by those runs
+(`perfmodel.calibration.apply.adjust`: hierarchical shrinkage toward the uncalibrated model, with
+an interval that narrows near the measured runs and widens back far from them).
+
+This module measures that on the public rows, without fitting anything new: for each held-out
+source and accelerator ("a user's machine": one lab's setup on one kind of GPU), it draws `k` of
+its measured runs as the probes, builds the calibration `predict` would build from them (their
+residuals against the leave-one-source-out prediction, which never saw the source), and scores
+the machine's other runs with `adjust`, as `predict` serves them. Every machine with more than the
+largest `k` runs is scored at every `k` (and uncalibrated, k = 0) on the same runs, `draws` times
+with other probes.
+
+Pure numpy/pandas over the out-of-fold predictions of one evaluation and the planned rows
+(`perfmodel.features.planned_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.analytic import AnalyticEstimate
+from perfmodel.calibration.apply import FittedCalibration, Point, adjust, config_key, coords, step_terms
+from perfmodel.calibration.record import Calibration
+from perfmodel.learn.metrics import ape_pct, weighted_quantile
+from perfmodel.workload import Workload
+
+PROBES: tuple[int, ...] = (1, 3)
+"""Measured runs per machine scored (0, uncalibrated, is always scored too)."""
+DRAWS = 5
+"""Draws of the probe runs per machine and k."""
+CONFIDENCE = 0.9
+
+
+def _point(w: Workload, est: AnalyticEstimate, residual: float) -> Point:
+    lf, lb = coords(est)
+    device, host = step_terms(est)
+    return Point(
+        key=config_key(w), log_flops=lf, log_bytes=lb, residual=residual, device_s=device,
+        device_factored_s=device, host_s=host, on_cpu=w.gpu.vendor == "cpu",
+    )  # fmt: skip
+
+
+def _machine(name: str, gpu: str) -> Calibration:
+    return Calibration(
+        hardware_id=name, accelerator_kind=gpu, device=gpu, fingerprint={}, created_at="", origin="probe"
+    )
+
+
+def scored_runs(
+    oof: Any,
+    planned: Sequence[tuple[Workload, AnalyticEstimate]],
+    *,
+    probes: Sequence[int] = PROBES,
+    draws: int = DRAWS,
+    seed: int = 0,
+    half_column: str = "half90",
+) -> Any:
+    """One row per (k, draw, scored row): y, the uncalibrated prediction and interval, the
+    calibrated ones (log units; y = log(step / bound)), source, gpu, regime columns, weight.
+
+    `oof`: the out-of-fold predictions of one split (columns row, y, pred_model, `half_column`,
+    source, gpu, weight, run); `planned[row]`: that row's workload and estimate. Machines are
+    (source, gpu); a run is the `run` column (the rows of one measured run score and probe together)."""
+    ks = sorted({int(k) for k in probes if int(k) > 0})
+    if not ks:
+        raise ValueError("probes needs at least one k > 0")
+    parts = []
+    for (source, gpu), machine in oof.groupby(["source", "gpu"], sort=True):
+        runs = sorted(machine["run"].astype(str).unique())
+        if len(runs) <= ks[-1]:
+            continue
+        rows = machine.to_dict("records")
+        residual: dict[str, list[float]] = {r["run"]: [] for r in rows}
+        for r in rows:
+            residual[r["run"]].append(float(r["y"]) - float(r["pred_model"]))
+        first: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            first.setdefault(r["run"], r)
+        for draw in range(draws):
+            rng = random.Random(f"{seed}|{source}|{gpu}|{draw}")
+            order = rng.sample(runs, len(runs))
+            probed = set(order[: ks[-1]])
+            for k in (0, *ks):
+                fitted = None
+                if k:
+                    points = []
+                    for run in order[:k]:
+                        w, est = planned[int(first[run]["row"])]
+                        points.append(_point(w, est, float(np.median(residual[run]))))
+                    fitted = FittedCalibration.of(_machine(f"{source}|{gpu}", gpu), points)
+                for r in rows:
+                    if r["run"] in probed:
+                        continue  # every k scores the same runs: none the largest k could probe
+                    pred, half = float(r["pred_model"]), float(r[half_column])
+                    low, high = pred - half, pred + half
+                    if fitted is not None:
+                        w, est = planned[int(r["row"])]
+                        adj = adjust(log_ratio=pred, log_low=low, log_high=high, host=fitted, kind=(),
+                                     workload=w, est=est, confidence=CONFIDENCE)  # fmt: skip
+                        pred, low, high = adj.log_ratio, adj.log_low, adj.log_high
+                    parts.append((k, draw, r["row"], source, gpu, r.get("scale", ""), r.get("kind", ""),
+                                  float(r["y"]), pred, low, high, float(r["weight"])))  # fmt: skip
+    return pd.DataFrame(
+        parts, columns=["k", "draw", "row", "source", "gpu", "scale", "kind", "y", "pred", "low", "high", "weight"]
+    )
+
+
+def summary(scored: Any, by: Sequence[str] = ()) -> Any:
+    """Per k (and `by`): scored rows, machines, median and p90 APE of throughput (%), 90% coverage
+    (%), median width high / low of the interval; each row weighs its run's weight / draws."""
+    out = []
+    keys = ["k", *by]
+    for key, g in scored.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        w = g["weight"].to_numpy(dtype=float)
+        ape = ape_pct(g["y"].to_numpy(dtype=float), g["pred"].to_numpy(dtype=float))
+        covered = (g["low"] <= g["y"]) & (g["y"] <= g["high"])
+        width = np.exp(g["high"].to_numpy(dtype=float) - g["low"].to_numpy(dtype=float))
+        out.append({
+            **dict(zip(keys, key, strict=True)),
+            "rows": int(len(g) / max(1, g["draw"].nunique())),
+            "machines": int(g[["source", "gpu"]].drop_duplicates().shape[0]),
+            "median_ape_pct": weighted_quantile(ape, 0.5, w),
+            "p90_ape_pct": weighted_quantile(ape, 0.9, w),
+            "coverage90_pct": float(np.average(covered, weights=w) * 100.0),
+            "width90_ratio": weighted_quantile(width, 0.5, w),
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def markdown(table: Any, by: Sequence[str] = ()) -> str:
+    """`summary`'s table as Markdown: one line per (by, k)."""
+    head = [*by, "runs measured", "machines", "rows scored", "median error", "p90 error", "90% covered", "median width"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in table.sort_values([*by, "k"]).iterrows():
+        cells = [str(r[b]) for b in by] + [
+            "0 (uncalibrated)" if r["k"] == 0 else str(int(r["k"])),
+            f"{int(r['machines'])}",
+            f"{int(r['rows']):,}",
+            f"{r['median_ape_pct']:.1f}%",
+            f"{r['p90_ape_pct']:.0f}%",
+            f"{r['coverage90_pct']:.1f}%",
+            f"x{r['width90_ratio']:.2f}" if math.isfinite(r["width90_ratio"]) else "-",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

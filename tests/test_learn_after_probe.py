@@ -1,0 +1,66 @@
+"""perfmodel.learn.after_probe: a held-out machine whose runs all sit one offset off the model is
+pulled back by its probe runs, the same runs are scored at every k, and the probes never score."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from perfmodel.analytic import estimate
+from perfmodel.config import resolve_workload
+from perfmodel.learn import after_probe
+from perfmodel.request import RunRequest
+
+OFFSET = 0.5
+"""Every run of machine "a" is measured e^0.5 = 1.65x slower than predicted."""
+
+
+def _workload(mb: int):
+    return resolve_workload(
+        RunRequest.of(None, set={"model.name": "llama2-7b", "model.hidden_size": 256, "model.num_layers": 2,
+                                 "model.num_heads": 4, "model.ffn_hidden_size": 688, "model.vocab_size": 8000,
+                                 "training.seq_len": 128, "training.micro_batch_size": mb, "training.tokens": 1e6,
+                                 "hardware.gpu": "A100-80GB"})  # fmt: skip
+    )
+
+
+@pytest.fixture(scope="module")
+def scored():
+    planned = [(w, estimate(w)) for w in (_workload(1 + i % 4) for i in range(12))]
+    rows = []
+    for i in range(12):
+        machine = "a" if i < 8 else "b"
+        noise = 0.02 * ((i % 3) - 1)
+        y = (OFFSET if machine == "a" else 0.0) + noise
+        rows.append({"row": i, "y": y, "pred_model": 0.0, "half90": 0.3, "source": machine, "gpu": "A100-80GB",
+                     "weight": 1.0, "run": f"run{i // 2}", "scale": "1 device", "kind": "decoder"})  # fmt: skip
+    return after_probe.scored_runs(pd.DataFrame(rows), planned, probes=(1, 3), draws=3)
+
+
+def test_probes_pull_an_offset_machine_back_and_the_same_runs_are_scored_at_every_k(scored) -> None:
+    a = scored[scored["source"] == "a"]
+    # machine a has 4 runs of 2 rows: the 3 largest-k probes never score, 1 run (2 rows) per draw does
+    counts = a.groupby(["k", "draw"]).size()
+    assert set(counts) == {2}
+    assert (a.groupby("draw")["row"].apply(lambda r: r.nunique()) == 2).all()
+    table = after_probe.summary(scored, by=["source"]).set_index(["source", "k"])
+    uncal, one, three = (table.loc[("a", k), "median_ape_pct"] for k in (0, 1, 3))
+    assert uncal == pytest.approx((math.exp(OFFSET) - 1) * 100, abs=3)  # 65%: the offset, nothing else
+    assert one < 0.5 * uncal and three < one  # shrinkage: one run trusted < 80%, three more
+    assert table.loc[("a", 0), "coverage90_pct"] == 0.0 and table.loc[("a", 3), "coverage90_pct"] == 100.0
+    # machine b (2 runs) has no run left once the largest k (3) could probe it: not scored
+    assert "b" not in set(scored["source"])
+
+
+def test_the_markdown_names_every_k() -> None:
+    table = pd.DataFrame([{"k": 0, "machines": 2, "rows": 10, "median_ape_pct": 20.0, "p90_ape_pct": 50.0,
+                           "coverage90_pct": 90.0, "width90_ratio": 3.0},
+                          {"k": 1, "machines": 2, "rows": 10, "median_ape_pct": 12.0, "p90_ape_pct": 40.0,
+                           "coverage90_pct": 91.0, "width90_ratio": 2.9}])  # fmt: skip
+    text = after_probe.markdown(table)
+    assert "| 0 (uncalibrated) | 2 | 10 | 20.0% | 50% | 90.0% | x3.00 |" in text
+    assert "| 1 | 2 | 10 | 12.0% |" in text
+    with pytest.raises(ValueError, match="k > 0"):
+        after_probe.scored_runs(pd.DataFrame(), [], probes=(0,))
