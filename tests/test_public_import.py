@@ -464,6 +464,10 @@ def test_lambda(tmp_path: Path) -> None:
     txl = by.loc["transformer-xl-base"]
     assert txl["precision"] == "amp_fp16" and txl["step_time_s"] == pytest.approx(24 * 192 / 48000)
     assert txl["framework"] == "dle-ngc"
+    # Lambda runs it without --adaptive: a full softmax over WikiText-103's 267,735 words through the
+    # tied embedding, 191,948,759 parameters (the run's log: n_token, n_all_param, adaptive=False)
+    assert (txl["vocab_size"], bool(txl["tied_embeddings"]), txl["params_total"]) == (267_735, True, 191_948_759)
+    assert "adaptive=False" in txl["notes"]
 
 
 def test_lambda_drops_rows_faster_per_gpu_than_data_parallelism_allows(tmp_path: Path) -> None:

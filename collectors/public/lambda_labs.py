@@ -115,6 +115,17 @@ SKIP_TASKS = {
 }
 # Transformer-XL dims from Lambda's config_v1 scripts (DLE wt103 base / large).
 TXL_DIMS = {"transformerxlbase": (16, 512, 8, 2048), "transformerxllarge": (18, 1024, 16, 4096)}
+TXL_VOCAB = 267_735
+"""Lambda runs DeepLearningExamples' Transformer-XL without `--adaptive` (its config_v1 scripts pass
+no such flag; the runs' own logs print adaptive=False, tied=True, n_token 267735: e.g.
+lambdal/deeplearning-benchmark@e167f02c pytorch/results/1080Ti/PyTorch_transformerxlbase_FP16/
+03-03-2020_08-34-39.txt): a full softmax over WikiText-103's 267,735 words, through the output
+layer tied to the input embedding, every step."""
+TXL_PARAMS = {"transformerxlbase": 191_948_759, "transformerxllarge": 519_963_095}
+"""n_all_param of those logs (base: .../PyTorch_transformerxlbase_FP16/03-03-2020_08-34-39.txt,
+large: .../PyTorch_transformerxllarge_FP16/03-03-2020_08-37-17.txt): 137 M of them the embedding."""
+TXL_OPTIMIZER = {"transformerxlbase": None, "transformerxllarge": "adam"}
+"""The configs' --optim: base jitlamb (LAMB, not in the catalog: left unset), large adam."""
 _PREFIX = re.compile(
     r"^(LambdaCloud|Lambda Cloud —|Lambda Cloud|Linode Cloud —|Dell|DellTexas|SMC|RAIDZ1|1CC)\s+"
 )
@@ -256,11 +267,21 @@ def _add(
             "num_kv_heads": heads,
             "ffn_hidden_size": ffn,
             "gated_mlp": False,
+            "vocab_size": TXL_VOCAB,
+            "tied_embeddings": True,
+            "learned_pos_embeddings": 0,
+            "params_total": TXL_PARAMS[r["model"]],
         }
     notes = (
         f"{derivation}; batch column = global batch (compile_results_pytorch_bs.py); {prec_note}; "
         f"throughput {r['throughput_metric']}; in_head={r['in_head']}"
     )
+    if r["model"] in TXL_DIMS:
+        notes += (
+            f"; full softmax over {TXL_VOCAB:,} words through the tied embedding (no --adaptive: runs' logs "
+            f"print adaptive=False), {TXL_PARAMS[r['model']]:,} parameters (the logs' n_all_param); not "
+            "expressible: the relative-position attention over tgt_len + mem_len keys"
+        )
     sink.add(
         config={
             "system": r["config_name"],
@@ -279,7 +300,7 @@ def _add(
         **dims,
         batch=Batch(gbs // n_gpus, gbs, seq_len),
         precision=precision,
-        optimizer=None,  # differs per DeepLearningExamples task; not stated in the table
+        optimizer=TXL_OPTIMIZER.get(r["model"]),  # else: differs per DeepLearningExamples task, not in the table
         layout=Layout(gpu, n_gpus, num_nodes=1 if n_gpus <= 8 else None, gpu_name_raw=r["config_name"]),
         framework="dle-ngc",
         step_time_s=step,
