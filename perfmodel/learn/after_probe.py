@@ -64,20 +64,20 @@ def scored_runs(
     probes: Sequence[int] = PROBES,
     draws: int = DRAWS,
     seed: int = 0,
-    half_column: str = "half90",
 ) -> Any:
     """One row per (k, draw, scored row): y, the uncalibrated prediction and interval, the
     calibrated ones (log units; y = log(step / bound)), source, gpu, regime columns, weight.
 
-    `oof`: the out-of-fold predictions of one split (columns row, y, pred_model, `half_column`,
-    source, gpu, weight, run); `planned[row]`: that row's workload and estimate. Machines are
-    (source, gpu); a run is the `run` column (the rows of one measured run score and probe together)."""
+    `oof`: the out-of-fold predictions of one split (columns row, y, pred_model, half90, source,
+    gpu, weight, run); `planned[row]`: that row's workload and estimate. Machines are (source, gpu);
+    a run is the `run` column (the rows of one measured run score and probe together). Intervals
+    are at CONFIDENCE (the half90 column's level)."""
     ks = sorted({int(k) for k in probes if int(k) > 0})
     if not ks:
         raise ValueError("probes needs at least one k > 0")
     parts = []
-    for (source, gpu), machine in oof.groupby(["source", "gpu"], sort=True):
-        runs = sorted(machine["run"].astype(str).unique())
+    for (source, gpu), machine in oof.assign(run=oof["run"].astype(str)).groupby(["source", "gpu"], sort=True):
+        runs = sorted(machine["run"].unique())
         if len(runs) <= ks[-1]:
             continue
         rows = machine.to_dict("records")
@@ -102,7 +102,7 @@ def scored_runs(
                 for r in rows:
                     if r["run"] in probed:
                         continue  # every k scores the same runs: none the largest k could probe
-                    pred, half = float(r["pred_model"]), float(r[half_column])
+                    pred, half = float(r["pred_model"]), float(r["half90"])
                     low, high = pred - half, pred + half
                     if fitted is not None:
                         w, est = planned[int(r["row"])]
