@@ -23,7 +23,7 @@ from perfmodel.catalog import get_gpu
 from perfmodel.cli import main as cli_main
 from perfmodel.codec import workload_to_row
 from perfmodel.measure.slices import PreparedSlice
-from perfmodel.prediction import predict, predict_many
+from perfmodel.prediction import fitted_calibration, predict, predict_many
 from perfmodel.request import RunRequest
 from perfmodel.workload import Workload
 from tests.conftest import REFERENCE_CPU, in_timing_rounds
@@ -443,9 +443,15 @@ def _calibrate_then_predict_held_out(calibrate, llama, mlp, workload_from_row, s
     print(f"  pass-to-pass noise (median half-spread, log) {noise:.3f}")
     signs = {math.copysign(1.0, math.log(p.step_time_s.estimate / m)) for p, m in zip(before, measured, strict=True)}
     print(f"  uncalibrated errors share a sign: {len(signs) == 1}")
+    # what the calibration's own slices move: their spread around the offset they agree on, over
+    # sqrt(n) (each slice is measured once, within a few seconds); with no offset to find, moving
+    # the estimates by about that is all a calibration can do
+    fitted = fitted_calibration(result.calibration, gpu)
+    own = fitted.spread / math.sqrt(max(fitted.n, 1))
+    print(f"  the calibration's own standard error (its slices' spread / sqrt(n)) {own:.3f}")
     if err_before > OFFSET_OVER_NOISE * noise and len(signs) == 1:  # an offset to find
         assert err_after <= MARGIN * err_before
-    assert err_after <= err_before + noise  # never worse than the measurements move
+    assert err_after <= err_before + noise + own  # never worse than the measurements move
     assert covered >= len(measured) - 1
     assert width_after < width_before  # the interval narrows while it still covers
 
