@@ -309,6 +309,30 @@ def test_resnet50_elementwise_traffic_from_its_catalog_activations():
     assert step_traffic(w).nonmatmul_bytes == pytest.approx(5 * 42e6 * 64)
 
 
+def test_a_collectors_resnet_slice_is_laid_out_from_its_name_parameters_and_flops():
+    """perfmodel.measure.configs names a ResNet slice by its blocks and width (slice-resnet-basic2222-w64);
+    its row carries the parameter count and the forward FLOPs torch counted. basic2222-w64 with 1000
+    classes is torchvision's ResNet-18: 11,689,512 parameters and 1.814 GMACs at 224 px (torchvision's
+    model table), 3.628 GFLOPs. A FLOP count no side from 8 to 1024 px reproduces within 1%, or a
+    parameter count that leaves a fractional classifier, is not laid out (the slice keeps the
+    representative-convolution plan)."""
+    from perfmodel.analytic.activations import resnet_layout
+
+    def layout(params: int, gflops: float):
+        model = {"name": "slice-resnet-basic2222-w64", "arch": "cnn", "family": "resnet", "params_total": params,
+                 "forward_gflops_per_sample": gflops, "activation_mb_per_sample": 1.0}  # fmt: skip
+        return resnet_layout(_workload(model, {"micro_batch_size": 8, "precision": "bf16", "samples": 1e4}))
+
+    r18 = layout(11_689_512, 3.628146688)
+    assert r18 is not None
+    assert (r18.stages, r18.bottleneck, r18.width, r18.classes, r18.image) == ((2, 2, 2, 2), False, 64, 1000, 224)
+    assert r18.forward_flops() == pytest.approx(2 * 1.814e9, rel=0.001)
+    small = layout(11_689_512, 0.297115648)  # what the collectors counted for the 64 px slice
+    assert small is not None and small.image == 64
+    assert layout(11_689_512, 1000.0) is None  # beyond 1024 px
+    assert layout(11_689_513, 3.628146688) is None  # a fractional classifier
+
+
 # --- FSDP vs ZeRO under gradient accumulation (comm.estimate_comm, the note in roofline) --------------
 
 # A Llama-style decoder without biases: d = 1024, 4 layers, f = 4096 (non-gated), vocabulary

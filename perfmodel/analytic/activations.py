@@ -454,6 +454,24 @@ class ResNetLayout:
         return total
 
 
+    def forward_flops(self) -> float:
+        """Forward FLOPs per image of the convolutions and the classifier (2 per multiply-add, no
+        biases: what torch.utils.flop_counter counts)."""
+        stem = _conv_side(self.image, 7, 2, 3)
+        total = 2.0 * 3 * self.width * 49 * stem * stem
+        for cin, width, stride, side in self.blocks():
+            out = _conv_side(side, 3, stride, 1)
+            if self.bottleneck:
+                cout = 4 * width
+                total += 2.0 * (cin * width * side * side + 9 * width * width * out * out + width * cout * out * out)
+            else:
+                cout = width
+                total += 2.0 * (9 * cin * width * out * out + 9 * width * width * out * out)
+            if stride != 1 or cin != cout:
+                total += 2.0 * cin * cout * out * out
+        return total + 2.0 * self.features * self.classes
+
+
 def _conv_side(side: int, kernel: int, stride: int, padding: int) -> int:
     return (side + 2 * padding - kernel) // stride + 1
 
@@ -463,14 +481,25 @@ def _pool_side(side: int) -> int:
     return _conv_side(side, 3, 2, 1)
 
 
+SLICE_RESNET = re.compile(r"slice-resnet-(basic|bn)(\d+)-w(\d+)")
+"""The collectors' ResNet slices (perfmodel.measure.configs.SliceConfig.model_name): block style,
+blocks per stage, stem width."""
+
+
 def resnet_layout(w: Workload) -> ResNetLayout | None:
     """The ResNet a CNN workload describes (None: not one this module can lay out): the depth from
     its name (resnet18 ... resnet152), the image side from `model.reference_input` ('224x224 ...',
     square), the number of classes from `model.params_total` (it must come out a whole number:
-    otherwise the parameter count describes another network)."""
+    otherwise the parameter count describes another network). A collectors' slice
+    (slice-resnet-basic2222-w64, ...) names its blocks and width; its image side is the one whose
+    forward FLOPs are the row's (`_slice_layout`)."""
     m = w.model
     if m.arch != "cnn" or m.family != "resnet":
         return None
+    sliced = SLICE_RESNET.fullmatch(m.name.lower())
+    if sliced:
+        return _slice_layout(sliced.group(1), sliced.group(2), int(sliced.group(3)), int(m.params_total or 0),
+                             float(m.forward_gflops_per_sample or 0.0))  # fmt: skip
     depth = re.fullmatch(r"resnet[-_]?(\d+)", m.name.lower())
     side = re.match(r"\s*(\d+)\s*x\s*(\d+)", m.reference_input or "224x224")
     if not depth or int(depth.group(1)) not in RESNET_STAGES or not side or side.group(1) != side.group(2):
@@ -481,6 +510,26 @@ def resnet_layout(w: Workload) -> ResNetLayout | None:
     if rest or head < 1:
         return None
     return dataclasses.replace(layout, classes=head)
+
+
+SLICE_FLOPS_TOLERANCE = 0.01
+"""A slice's image side is accepted when its layout's forward FLOPs are the row's within this share."""
+
+
+@functools.lru_cache(maxsize=256)
+def _slice_layout(style: str, blocks: str, width: int, params: int, gflops: float) -> ResNetLayout | None:
+    """The layout of a collectors' ResNet slice: classes from the parameter count (whole, as for a
+    torchvision name), the square image side from 8 to 1024 px whose forward FLOPs are closest to
+    the row's (within SLICE_FLOPS_TOLERANCE)."""
+    layout = ResNetLayout(stages=tuple(int(d) for d in blocks), bottleneck=style == "bn", width=width)
+    head, rest = divmod(params - layout.params_without_classifier(), layout.features + 1)
+    if rest or head < 1 or gflops <= 0:
+        return None
+    err, side = min(
+        (abs(dataclasses.replace(layout, classes=head, image=side).forward_flops() / (gflops * 1e9) - 1.0), -side)
+        for side in range(8, 1025)
+    )  # the closest; of equal ones (sides that stride to the same maps) the largest
+    return dataclasses.replace(layout, classes=head, image=-side) if err <= SLICE_FLOPS_TOLERANCE else None
 
 
 @dataclass(frozen=True, kw_only=True)
