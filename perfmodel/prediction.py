@@ -21,15 +21,7 @@ from perfmodel.analytic import AnalyticEstimate, estimate, peak_memory
 from perfmodel.analytic.fit_verdict import FitVerdict, fit_verdict
 from perfmodel.analytic.memory import MemoryBreakdown, scaled
 from perfmodel.analytic.totals import RunPlan, plan_run, total_time_interval_s
-from perfmodel.calibration.apply import (
-    Adjustment,
-    FittedCalibration,
-    Point,
-    adjust,
-    config_key,
-    coords,
-    step_terms,
-)
+from perfmodel.calibration.apply import Adjustment, FittedCalibration, adjust, point_of
 from perfmodel.calibration.record import Calibration, apply_ceilings, load_store, runs_digest, warn_once
 from perfmodel.catalog.prices import PriceQuote, no_price_warning, price_for
 from perfmodel.codec import workload_from_row
@@ -439,26 +431,11 @@ def _fitted(
         except Exception as exc:  # noqa: BLE001 - one unreadable run must not stop every prediction
             warn_once(f"calibration {cal.hardware_id}: a measured run ({run.label}) cannot be read and is left out: {exc}")
     preds = predict_many(works, model_dir=model_dir, use_learned=use_learned, use_calibration=False) if works else []
-    on_cpu = gpu.vendor == "cpu"
-    points = []
-    for run, w, p in zip(kept, works, preds, strict=True):
-        lf, lb = coords(p.analytic)
-        device, host = step_terms(p.analytic)
-        points.append(
-            Point(
-                key=config_key(w),
-                log_flops=lf,
-                log_bytes=lb,
-                residual=math.log(run.measured_s / p.step_time_s.estimate),
-                device_s=device,
-                device_factored_s=step_terms(p.analytic, cal.kernel_factors)[0],
-                host_s=host,
-                on_cpu=on_cpu,
-                label=run.label,
-                measured_s=run.measured_s,
-                predicted_s=p.step_time_s.estimate,
-            )
-        )
+    points = [
+        point_of(w, p.analytic, math.log(run.measured_s / p.step_time_s.estimate), cal.kernel_factors,
+                 label=run.label, measured_s=run.measured_s, predicted_s=p.step_time_s.estimate)  # fmt: skip
+        for run, w, p in zip(kept, works, preds, strict=True)
+    ]
     if len(_FITTED) > 256:
         _FITTED.clear()
     _FITTED[key] = fitted = FittedCalibration.of(cal, points)

@@ -193,24 +193,24 @@ def test_model_family(name: str, family: str) -> None:
 
 
 def test_saved_activations_are_the_catalogs_measure_and_fall_back_to_timms_count(result, tmp_path) -> None:
-    from collectors.public.timm import saved_activations
+    from collectors.public.timm import measured_saved_mb
     from perfmodel.analytic.step import CNN_SAVED_PER_NORM_INPUT
 
-    table = saved_activations()
+    resnet50 = measured_saved_mb("resnet50", 224, 25.557)
     # the table measures what the catalog measures: ResNet-50 at 224 px (catalog resnet50.yaml: 42 MB)
-    assert table[("resnet50", 224)] == pytest.approx(42.0, rel=0.02)
+    assert resnet50 == pytest.approx(42.0, rel=0.02)
     # the CNN plan's rule (step.CNN_SAVED_PER_NORM_INPUT: half of what a CNN saves is batch-norm
     # input, i.e. convolution output) reproduces timm's count of ResNet-50's convolution outputs
     # (CSV line 1583: 11.11 M activations = 22.22 MB at 2 bytes)
-    assert table[("resnet50", 224)] / CNN_SAVED_PER_NORM_INPUT == pytest.approx(22.22, rel=0.05)
+    assert resnet50 / CNN_SAVED_PER_NORM_INPUT == pytest.approx(22.22, rel=0.05)
     # an EfficientNet saves far more than its conv outputs (timm: 6.75 M activations = 13.5 MB)
-    assert table[("efficientnet_b0", 224)] > 3 * 13.5
+    assert measured_saved_mb("efficientnet_b0", 224, 5.288) > 3 * 13.5
     rows = result.rows
     measured = rows["notes"].str.contains("saved for backward")
     assert measured.mean() > 0.9
     fallback = rows[~measured]
     assert fallback["notes"].str.contains("not in the saved-activation table").all()
-    assert saved_activations(tmp_path / "absent.csv") == {}
+    assert measured_saved_mb("resnet50", 224, 25.557, tmp_path / "absent.csv") is None
 
 
 def test_a_measured_row_of_another_size_is_not_used(result) -> None:

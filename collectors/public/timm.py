@@ -207,13 +207,6 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
     return sink.result()
 
 
-def saved_activations(path: str | Path = SAVED_ACTIVATIONS) -> dict[tuple[str, int], float]:
-    """(model, image size) -> MB per sample that autograd saves for backward (2 bytes per element),
-    from the measured table (read once); empty when the table is absent. `measured_saved_mb` checks the
-    parameter count too."""
-    return {key: mb for key, (mb, _) in _saved_table(Path(path)).items()}
-
-
 SAVED_PARAMS_TOLERANCE = 0.05
 """A measured row of the saved-activation table stands for a sweep row only when the model timm
 0.9.16 built has the sweep's parameter count within this share: some 2022 names build another

@@ -438,38 +438,35 @@ class ResNetLayout:
         """Channels into the classifier."""
         return self.width * 2 ** (len(self.stages) - 1) * (4 if self.bottleneck else 1)
 
+    def convs(self) -> list[tuple[int, int, int, int, int]]:
+        """(input channels, output channels, kernel, stride, input side) of every convolution, in
+        order: the stem, each block's (1x1 / 3x3 / 1x1 for a bottleneck, two 3x3 for a basic block)
+        and its strided 1x1 shortcut where the shape changes. A BatchNorm follows each."""
+        out = [(3, self.width, 7, 2, self.image)]
+        for cin, width, stride, side in self.blocks():
+            if self.bottleneck:
+                cout, after = 4 * width, _conv_side(side, 3, stride, 1)
+                out += [(cin, width, 1, 1, side), (width, width, 3, stride, side), (width, cout, 1, 1, after)]
+            else:
+                cout = width
+                out += [(cin, width, 3, stride, side), (width, width, 3, 1, _conv_side(side, 3, stride, 1))]
+            if stride != 1 or cin != cout:
+                out.append((cin, cout, 1, stride, side))
+        return out
+
     def params_without_classifier(self) -> int:
         """Parameters of every convolution and BatchNorm (weight and bias); running statistics are
         buffers."""
-        total = 3 * self.width * 49 + 2 * self.width
-        for cin, width, stride, _ in self.blocks():
-            if self.bottleneck:
-                cout = 4 * width
-                total += cin * width + 9 * width * width + width * cout + 2 * (2 * width + cout)
-            else:
-                cout = width
-                total += 9 * cin * width + 9 * width * width + 2 * 2 * width
-            if stride != 1 or cin != cout:
-                total += cin * cout + 2 * cout
-        return total
-
+        return sum(cin * cout * k * k + 2 * cout for cin, cout, k, _, _ in self.convs())
 
     def forward_flops(self) -> float:
         """Forward FLOPs per image of the convolutions and the classifier (2 per multiply-add, no
         biases: what torch.utils.flop_counter counts)."""
-        stem = _conv_side(self.image, 7, 2, 3)
-        total = 2.0 * 3 * self.width * 49 * stem * stem
-        for cin, width, stride, side in self.blocks():
-            out = _conv_side(side, 3, stride, 1)
-            if self.bottleneck:
-                cout = 4 * width
-                total += 2.0 * (cin * width * side * side + 9 * width * width * out * out + width * cout * out * out)
-            else:
-                cout = width
-                total += 2.0 * (9 * cin * width * out * out + 9 * width * width * out * out)
-            if stride != 1 or cin != cout:
-                total += 2.0 * cin * cout * out * out
-        return total + 2.0 * self.features * self.classes
+        convs = sum(
+            2.0 * cin * cout * k * k * _conv_side(side, k, stride, k // 2) ** 2
+            for cin, cout, k, stride, side in self.convs()
+        )
+        return convs + 2.0 * self.features * self.classes
 
 
 def _conv_side(side: int, kernel: int, stride: int, padding: int) -> int:

@@ -203,6 +203,28 @@ class Point:
         return terms_log_ratio(device, self.host_s, (self.device_s, self.host_s), theta, self.on_cpu)
 
 
+def point_of(
+    w: Workload,
+    est: Any,
+    residual: float,
+    factors: Mapping[str, KernelFactor] | None = None,
+    *,
+    label: str = "",
+    measured_s: float = 0.0,
+    predicted_s: float = 0.0,
+) -> Point:
+    """A measured run of workload `w` (its analytic estimate `est`, `residual` = log(measured /
+    uncalibrated prediction)) as a calibration uses it: its configuration's key and coordinates, its
+    device and host terms (the device term with `factors` applied as well)."""
+    lf, lb = coords(est)
+    device, host = step_terms(est)
+    return Point(
+        key=config_key(w), log_flops=lf, log_bytes=lb, residual=residual, device_s=device,
+        device_factored_s=step_terms(est, factors)[0], host_s=host, on_cpu=w.gpu.vendor == "cpu",
+        label=label, measured_s=measured_s, predicted_s=predicted_s,
+    )  # fmt: skip
+
+
 THETA_PRIOR_SD = 1.5
 """Prior spread (log) of the host factor around the launch-latency benchmark's."""
 _THETA_GRID = [i * 0.02 for i in range(-200, 501)]

@@ -238,11 +238,6 @@ def _measured_eta(gpu: GPUSpec, dtype: str) -> float | None:
     return None
 
 
-def is_tensor(gpu: GPUSpec, dtype: str) -> bool:
-    """True where `dtype` runs on tensor/matrix cores (GPUSpec.tensor_cores)."""
-    return gpu.tensor_cores(dtype)
-
-
 def _get(v: dict[str, float], name: str) -> float:
     return v.get(name, DEFAULTS.get(name, 0.0))
 
@@ -348,7 +343,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         if gpu.sm_count > 0 and f.vendor != "cpu":  # a CPU core is not an SM: no feed cap
             cols["peak_per_sm"][i] = peak / gpu.sm_count
         cols["eta_measured"][i] = np.nan if measured is None else measured
-        cols["tensor"][i] = 1.0 if is_tensor(gpu, w.dtype) else 0.0
+        cols["tensor"][i] = 1.0 if gpu.tensor_cores(w.dtype) else 0.0
         cols["launches"][i], cols["flops"][i] = w.launches, w.flops
         cols["bytes"][i], cols["bytes_moved"][i] = w.bytes, w.bytes_moved
         cols["floor"][i] = max(w.flops / peak if w.flops else 0.0, w.bytes / f.bw)

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.analytic import AnalyticEstimate
-from perfmodel.calibration.apply import FittedCalibration, Point, adjust, config_key, coords, step_terms
+from perfmodel.calibration.apply import FittedCalibration, adjust, point_of
 from perfmodel.calibration.record import Calibration
 from perfmodel.learn.metrics import ape_pct, weighted_quantile
 from perfmodel.workload import Workload
@@ -40,15 +40,6 @@ PROBES: tuple[int, ...] = (1, 3)
 DRAWS = 5
 """Draws of the probe runs per machine and k."""
 CONFIDENCE = 0.9
-
-
-def _point(w: Workload, est: AnalyticEstimate, residual: float) -> Point:
-    lf, lb = coords(est)
-    device, host = step_terms(est)
-    return Point(
-        key=config_key(w), log_flops=lf, log_bytes=lb, residual=residual, device_s=device,
-        device_factored_s=device, host_s=host, on_cpu=w.gpu.vendor == "cpu",
-    )  # fmt: skip
 
 
 def _machine(name: str, gpu: str) -> Calibration:
@@ -81,11 +72,10 @@ def scored_runs(
         if len(runs) <= ks[-1]:
             continue
         rows = machine.to_dict("records")
-        residual: dict[str, list[float]] = {r["run"]: [] for r in rows}
+        residual: dict[str, list[float]] = {}
+        first: dict[str, dict[str, Any]] = {}  # a run's first row: its workload stands for the run
         for r in rows:
-            residual[r["run"]].append(float(r["y"]) - float(r["pred_model"]))
-        first: dict[str, dict[str, Any]] = {}
-        for r in rows:
+            residual.setdefault(r["run"], []).append(float(r["y"]) - float(r["pred_model"]))
             first.setdefault(r["run"], r)
         for draw in range(draws):
             rng = random.Random(f"{seed}|{source}|{gpu}|{draw}")
@@ -97,7 +87,7 @@ def scored_runs(
                     points = []
                     for run in order[:k]:
                         w, est = planned[int(first[run]["row"])]
-                        points.append(_point(w, est, float(np.median(residual[run]))))
+                        points.append(point_of(w, est, float(np.median(residual[run]))))
                     fitted = FittedCalibration.of(_machine(f"{source}|{gpu}", gpu), points)
                 for r in rows:
                     if r["run"] in probed:
