@@ -82,6 +82,7 @@ TRAINING_COLUMNS: dict[str, str] = {
     "fused_cross_entropy": "fused_cross_entropy",
     "attention_kernel": "attention_kernel",
     "torch_compile": "torch_compile",
+    "channels_last": "channels_last",
     "trainable_fraction": "trainable_fraction",
     "gbm_rows": "gbm_rows",
     "gbm_features": "gbm_features",

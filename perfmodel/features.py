@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate_many, peak_memory
+from perfmodel.analytic.activations import resnet_layout
 from perfmodel.analytic.step import plan_step
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.codec import is_missing, recorded, workload_from_row
@@ -93,6 +94,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "embedding_share_of_bound",
     "log_launches_per_micro_batch",
     "log_l2_cache_mb",
+    "cnn_planned_layer_by_layer",
 )
 """Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
 
@@ -180,6 +182,7 @@ def feature_vector(
         **{f"{k}_share_of_bound": est.kernel_share(k) for k in SHARE_KINDS},
         "log_launches_per_micro_batch": math.log10(max(est.launches_per_micro_batch, 1.0)),
         "log_l2_cache_mb": math.log10(max(g.l2_cache_mb, 0.01)),
+        "cnn_planned_layer_by_layer": float(resnet_layout(w) is not None),
         "arch": m.arch,
         "compute_dtype": t.compute_dtype,
         "precision": t.precision,

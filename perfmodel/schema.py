@@ -17,10 +17,11 @@ from typing import Any
 
 from perfmodel.errors import DataError
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 """Bumped when a column is added, removed or changes meaning (2: the workload fields head_dim,
 tied_embeddings, learned_pos_embeddings, fused_cross_entropy, attention_kernel, torch_compile,
-lora_target_modules, cpu_offload; run_group and sample_weight; source_kind 'probe' and 'user')."""
+lora_target_modules, cpu_offload; run_group and sample_weight; source_kind 'probe' and 'user';
+3: channels_last)."""
 
 SOURCE_KINDS = ("own", "public", "probe", "user")
 """Allowed `source_kind` values (see the column's meaning)."""
@@ -102,6 +103,7 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="fused_cross_entropy", dtype="boolean", unit="", meaning="Fused/chunked linear cross-entropy: the (tokens x vocab) logits are never materialised."),
     _C(name="attention_kernel", dtype="string", unit="", meaning="sdpa | flash | eager (perfmodel.workload.ATTENTION_KERNELS)."),
     _C(name="torch_compile", dtype="boolean", unit="", meaning="Model wrapped in torch.compile."),
+    _C(name="channels_last", dtype="boolean", unit="", meaning="Model and images in torch.channels_last (NHWC) memory format (empty = PyTorch's default, NCHW)."),
     _C(name="lora_r", dtype="Int64", unit="", meaning="LoRA rank (empty = full fine-tuning)."),
     _C(name="lora_target_modules", dtype="Int64", unit="matrices", meaning="Weight matrices per layer that carry LoRA adapters (2 = q,v, PEFT's default)."),
     _C(name="quantization_bits", dtype="Int64", unit="bits", meaning="Frozen base-weight bits (QLoRA)."),

@@ -382,6 +382,10 @@ class TrainingSpec:
     torch_compile: bool = False
     """Model wrapped in torch.compile: elementwise work fused into fewer kernels (less memory
     traffic, fewer launches)."""
+    channels_last: bool = False
+    """Model and images in torch.channels_last (NHWC) memory format. Off (PyTorch's default,
+    NCHW), a 16-bit convolution on an accelerator runs cuDNN's tensor-core kernels, which work in
+    NHWC, behind a transposition of its input and output each way."""
     trainable_fraction: float | None = None
     """Fraction of parameters that get gradients when not LoRA (e.g. 0 for a frozen encoder)."""
     tokens: float | None = None

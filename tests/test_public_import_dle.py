@@ -251,3 +251,18 @@ def test_timm_described_cnns_take_what_they_save_for_backward_measured(result) -
         assert mine["activation_mb_per_sample"].eq(measured_saved_mb(timm_name, image, CNN_DIMS[key].params / 1e6)).all(), key
         assert mine["activation_mb_per_sample"].gt(CNN_DIMS[key].activation_mb).all(), key
         assert mine["notes"].str.contains(f"saved for backward \\(timm {timm_name} at {image} px").all(), key
+
+
+def test_16bit_image_classifiers_run_in_the_layout_their_framework_sets(result) -> None:
+    """PyTorch's AMP configs (memory_format nhwc), MXNet's float16 runner (--conv-layout NHWC) and
+    PaddlePaddle's AMP commands (--data-layout NHWC) run NHWC: channels_last. TensorFlow's ConvNets
+    (NCHW by default), every fp32/TF32 row and every non-CNN row do not."""
+    rows = result.rows
+    stack = rows["notes"].str.extract(r"^NVIDIA DeepLearningExamples (\S+)")[0]
+    cnn16 = ((rows["arch"] == "cnn") & rows["precision"].isin(["amp_fp16", "fp16"])).to_numpy(dtype=bool)
+    nhwc = rows["channels_last"].fillna(False).to_numpy(dtype=bool)
+    assert (nhwc == (cnn16 & stack.isin(["PyTorch", "MxNet", "PaddlePaddle"]).to_numpy(dtype=bool))).all()
+    assert 40 <= int(nhwc.sum()) < int(cnn16.sum())  # TensorFlow's 16-bit rows stay NCHW
+    # CSV line 24 (above): MXNet RN50, 1x A100 80GB, float16
+    r = one(rows, "MxNet/Classification/RN50v1.5/README.md", "| 1 | 3410.52 |", precision="amp_fp16")
+    assert bool(r["channels_last"]) and "--conv-layout NHWC" in r["notes"]

@@ -510,6 +510,19 @@ def _ncf(cells: Mapping[str, str]) -> Spec | str:
     )
 
 
+NHWC_AMP_FRAMEWORKS: dict[str, str] = {
+    "PyTorch": "channels_last (PyTorch/Classification/ConvNets/configs.yml @ 0fadac23: AMP configs set "
+    "memory_format nhwc)",
+    "MxNet": "NHWC convolutions (MxNet/Classification/RN50v1.5/runner @ 1bd98ac3: --dtype float16 adds "
+    "--conv-layout NHWC --batchnorm-layout NHWC --pooling-layout NHWC)",
+    "PaddlePaddle": "NHWC (PaddlePaddle/Classification/RN50v1.5/README.md: every AMP command passes --data-layout NHWC)",
+}
+"""Frameworks whose 16-bit image classifiers run their convolutions in NHWC, with the source that
+says so (a CNN row's `channels_last`). TensorFlow's ConvNets default to NCHW
+(TensorFlow/Classification/ConvNets/utils/cmdline_helper.py --data_format) and its README benchmark
+commands pass no format: left NCHW."""
+
+
 def _add(
     sink: RowSink,
     r: Mapping[str, str],
@@ -545,6 +558,11 @@ def _add(
         notes.append("TensorFlow XLA compilation")
     if gpu_note:
         notes.append(gpu_note)
+    stack = re.search(r"DeepLearningExamples (\S+)", r["framework"])
+    nhwc_note = NHWC_AMP_FRAMEWORKS.get(stack.group(1) if stack else "") if spec.model[2] == "cnn" else None
+    nhwc = bool(nhwc_note) and precision.endswith("fp16")
+    if nhwc:
+        notes.append(str(nhwc_note))
     run_key = {
         "path": r["citation_path"],
         "model": spec.model[0],
@@ -579,6 +597,7 @@ def _add(
         optimizer=spec.optimizer,
         layout=Layout(gpu, n_gpus, num_nodes=num_nodes or AUTO, gpu_name_raw=r["gpu"]),
         framework="dle-ngc",
+        channels_last=nhwc,
         step_time_s=step,
         samples_per_s=samples,
         tokens_per_s=tokens,

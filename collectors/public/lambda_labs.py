@@ -9,6 +9,9 @@ Normalisation:
 - step_time_s = global_batch_size / samples_per_s_total (images/s, sequences/s, samples/s), or
   global_batch_size * tgt_len / tokens_per_s_total for Transformer-XL (tgt_len 192 base, 256 large,
   from Lambda's config_v1 scripts).
+- ResNet-50 runs NCHW (channels_last false): Lambda's configs pass no --memory-format to
+  DeepLearningExamples' ConvNets main.py, whose default is nchw (PyTorch/Classification/ConvNets/
+  main.py @ 0107cf27), unlike NVIDIA's own AMP benchmark configs (collectors.public.dle).
 - BERT SQuAD rows use seq_len 384 (DeepLearningExamples run_squad.sh max_seq_length).
 - precision: "fp16 (AMP/mixed)" -> amp_fp16. "fp32" -> tf32 on Ampere and newer (NGC PyTorch
   containers enable TF32 for cuDNN convolutions and, through TORCH_ALLOW_TF32_CUBLAS_OVERRIDE,

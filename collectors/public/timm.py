@@ -37,10 +37,10 @@ Normalisation:
   which. model_family is the architecture lineage from the name (FAMILIES), coarse enough that
   leave-one-family-out stays a handful of folds.
 - Versions and layouts: the sweep was run with PyTorch 1.10, 1.11 and 1.12, each in NCHW and
-  NHWC (channels_last). Kept: NCHW only. The memory layout is a software setting the workload
-  cannot state, and for CNNs it changes throughput a lot (NHWC / NCHW samples/s on this CSV: median
-  1.23, 10th-90th percentile 0.40-1.43), so keeping both would give two different targets to one
-  feature vector; NCHW is PyTorch's default, the layout a user's config describes. The three torch
+  NHWC (channels_last). Kept: NCHW only, PyTorch's default. The layout changes throughput a lot
+  (NHWC / NCHW samples/s on this CSV: median 1.23, 10th-90th percentile 0.40-1.43) and a workload
+  states it (`training.channels_last`), but the NHWC rows would add a third to the training rows;
+  they check the kernel plan's NCHW <-> NHWC transpositions instead (`bench/channels_last.py`). The three torch
   versions are re-measurements of one configuration (same model, image size, GPU): they share one
   run_group (model, image size), so the model counts as one vote however many versions measured
   it; torch_version records which. Rows of the Jan-2022 pt110 file that the Apr-2022 re-run
@@ -174,7 +174,7 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
             sink.skip("superseded: Jan-2022 pt110 value replaced by the Apr-2022 re-run of the same file")
             continue
         if r["memory_layout"] not in KEPT_LAYOUTS:
-            sink.skip("channels_last (NHWC) memory layout: not expressible; the NCHW row is kept")
+            sink.skip("channels_last (NHWC) memory layout: the NCHW row is kept (NHWC checks bench/channels_last.py)")
             continue
         gpu = GPU_KEYS.get(r["gpu"])
         if gpu is None:

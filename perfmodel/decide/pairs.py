@@ -87,6 +87,7 @@ COLUMN_KIND: dict[str, str] = {
     "attention_kernel": "kernels",
     "fused_cross_entropy": "kernels",
     "torch_compile": "kernels",
+    "channels_last": "kernels",
     "model_name": "model",
     "framework": "framework",
 }
@@ -142,6 +143,7 @@ _KEY_KIND: dict[str, str] = {
     "training.attention_kernel": "kernels",
     "training.fused_cross_entropy": "kernels",
     "training.torch_compile": "kernels",
+    "training.channels_last": "kernels",
     "framework": "framework",
     "training.tokens": SAME_STEP,
     "training.samples": SAME_STEP,
