@@ -191,3 +191,28 @@ def test_each_option_carries_its_paired_ratio_to_the_config_as_it_is():
         assert opt.to_json()["time_ratio_to_current"]["rho"] == r.rho
     assert result.first_vs_second().startswith("option 1")
     assert result.to_json()["fastest_vs_next"] == result.first_vs_second()
+
+
+def test_a_16bit_resnet_is_offered_channels_last_and_it_is_faster(tmp_path):
+    """A native ResNet-50 config in 16-bit on one A100 runs NCHW (PyTorch's default): advise offers
+    `training.channels_last: true` (written as that key), such an option beats the same run in NCHW,
+    and the fastest option is one of them."""
+    config = tmp_path / "resnet.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": {"name": "resnet50"},
+        "training": {"precision": "amp_bf16", "micro_batch_size": 256, "samples": 1.28e6, "epochs": 1},
+        "hardware": {"gpu": "A100-80GB"},
+    }))  # fmt: skip
+    result = advise(config, gpus=["A100-80GB"], max_gpus=1, top=20)
+    options = {tuple(sorted(o.native_changes.items())): o for o in (*result.by_time, *result.by_cost)}
+    nhwc = [o for o in options.values() if o.native_changes.get("training.channels_last") is True]
+    assert nhwc and all(any(c.key == "training.channels_last" and c.new is True for c in o.changes) for o in nhwc)
+    twins = 0
+    for o in nhwc:
+        twin = {k: v for k, v in o.native_changes.items() if k != "training.channels_last"}
+        same = options.get(tuple(sorted(twin.items()))) or (result.current if not twin else None)
+        if same is not None:
+            twins += 1
+            assert o.outcome.total_time_s.estimate < same.outcome.total_time_s.estimate
+    assert twins
+    assert result.by_time[0].native_changes.get("training.channels_last") is True

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from perfmodel.analytic.activations import resnet_layout
+from perfmodel.analytic.step import layout_transposed
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.express import ludwig_precision
 from perfmodel.decide.fit import largest_divisor_that_fits, with_parallel, with_training
@@ -57,6 +59,28 @@ def quantizations(source: ConfigSource, base: Workload) -> list[int | None]:
     return list(dict.fromkeys((own, *QUANTIZATIONS)))
 
 
+def _kinds_of_step(source: ConfigSource, base: Workload, on_gpu: Workload) -> list[Workload]:
+    """The config on one GPU type in each precision x base quantization x memory format searched."""
+    out = []
+    for precision, bits in [(p, q) for p in _precisions(source, base, on_gpu) for q in quantizations(source, on_gpu)]:
+        try:
+            w = with_training(on_gpu, precision=precision, quantization_bits=bits)
+        except PerfModelError:
+            continue
+        out += [with_training(w, channels_last=nhwc) for nhwc in memory_formats(source, w)]
+    return out
+
+
+def memory_formats(source: ConfigSource, w: Workload) -> list[bool]:
+    """channels_last values to search: the config's own, and channels_last for a native config whose
+    16-bit convolutions run behind NCHW <-> NHWC transpositions in the kernel plan (a ResNet laid out
+    layer by layer; `perfmodel.analytic.step.layout_transposed`). A Ludwig config has no such key."""
+    own = w.training.channels_last
+    if source.dialect != "native" or own or not layout_transposed(w) or resnet_layout(w) is None:
+        return [own]
+    return [own, True]
+
+
 def _counts(base: Workload, max_gpus: int) -> list[int]:
     unit = base.parallel.model_split * base.parallel.context_parallel
     counts = {2**k for k in range(0, 31) if 2**k <= max_gpus} | (
@@ -75,6 +99,8 @@ def describe(w: Workload) -> str:
     ]
     if t.activation_checkpointing:
         parts.append("checkpointing")
+    if t.channels_last:
+        parts.append("channels_last")
     if t.quantization_bits:
         parts.append(f"{t.quantization_bits}-bit base" + (" (QLoRA)" if t.quantization_bits == 4 and t.lora_r else ""))
     return "; ".join(parts)
@@ -94,6 +120,7 @@ def native_diff(base: Workload, w: Workload) -> dict[str, Any]:
             w.training.activation_checkpointing,
         ),
         "training.quantization_bits": (base.training.quantization_bits, w.training.quantization_bits),
+        "training.channels_last": (base.training.channels_last, w.training.channels_last),
         "training.micro_batch_size": (base.training.micro_batch_size, w.training.micro_batch_size),
         "training.grad_accum_steps": (base.training.grad_accum_steps, w.training.grad_accum_steps),
     }
@@ -114,11 +141,7 @@ def candidates(
         except PerfModelError as exc:
             notes.append(f"{gpu}: skipped ({str(exc).splitlines()[0]})")
             continue
-        for precision, bits in [(p, q) for p in _precisions(source, base, on_gpu) for q in quantizations(source, on_gpu)]:
-            try:
-                w0 = with_training(on_gpu, precision=precision, quantization_bits=bits)
-            except PerfModelError:
-                continue
+        for w0 in _kinds_of_step(source, base, on_gpu):
             for n in _counts(base, max_gpus):
                 strategies = (
                     [base.parallel.strategy]
