@@ -454,6 +454,8 @@ def test_a_16bit_nchw_convolution_is_transposed_each_way_around_its_kernel():
     assert works(_resnet50(channels_last=True)) == {}
     assert works(_resnet50(precision="fp32")) == {}  # SIMT / TF32 kernels read NCHW as it is
     assert works(_resnet50(gpu="cpu")) == {}
+    assert any("not costed on a CPU" in n for n in plan_step(_resnet50(gpu="cpu", channels_last=True)).notes)
+    assert not plan_step(_resnet50(channels_last=True)).notes
 
 
 def test_channels_last_speeds_up_resnet50_as_timms_sweep_measured():

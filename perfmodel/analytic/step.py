@@ -783,7 +783,10 @@ def _resnet(w: Workload, layout: ResNetLayout, out: list[PlannedKernel]) -> list
     )
     _matmul(out, "classifier", b, features, layout.classes, mm, trainable=grads, input_grad=grads, recompute=False)
     _full(out, "loss", lambda ph: loss_work(b, layout.classes, "fp32", phase=ph), False, backward=grads)
-    return []  # the network's own layers: nothing approximated to warn about
+    if t.channels_last and w.gpu.vendor == "cpu":  # the network's own layers: nothing else approximated
+        return ["training.channels_last is not costed on a CPU: its convolutions are planned as the same kernels in "
+                "either format"]  # fmt: skip
+    return []
 
 
 def _cnn(
