@@ -198,6 +198,8 @@ def gpu_configs() -> list[SliceConfig]:
         _v(r18, micro_batch_size=128, precision="amp_bf16"),
         _v(r50, micro_batch_size=64, precision="amp_bf16", activation_checkpointing=True),
         _v(r50, micro_batch_size=64, precision="amp_bf16", optimizer="sgd"),
+        _v(r50, micro_batch_size=64, precision="amp_bf16", channels_last=True),
+        _v(r18, micro_batch_size=128, precision="amp_bf16", channels_last=True),
         _v(tab, micro_batch_size=1024, precision="fp32"),
         mlp(256, 4096, 6, micro_batch_size=4096, precision="amp_bf16", **kw),
         gbm(100_000, 32),
@@ -273,6 +275,7 @@ def full_gpu_configs() -> list[SliceConfig]:
                 out.append(_v(l7b, seq_len=s, micro_batch_size=b, precision="bf16", lora_r=16, activation_checkpointing=True))
     r50 = resnet(64, (3, 4, 6, 3), True, 224, **kw)
     out += [_v(r50, micro_batch_size=b, precision=p) for b in (8, 128, 256) for p in ("amp_bf16", "tf32")]
+    out += [_v(r50, micro_batch_size=b, precision="amp_bf16", channels_last=True) for b in (8, 128, 256)]
     out += [gbm(r, f) for r in (100_000, 1_000_000, 10_000_000) for f in (16, 64, 256)]
     return _dedupe(out)
 

@@ -313,6 +313,10 @@ def test_gpu_profile_covers_the_fine_tuning_grid():
     assert {c.repeat_index for c in configs} == {0, 1, 2}
     assert len({make_row_id("h", c, "cuda") for c in configs}) == len(configs)
     assert prof.budget_s <= 480 and prof.max_config_s
+    # the NCHW <-> NHWC transposition term measured directly: ResNet-50 at 64 in both formats
+    r50 = [c for c in configs if c.kind == "resnet" and c.cnn_blocks == (3, 4, 6, 3) and c.micro_batch_size == 64
+           and c.precision == "amp_bf16" and not c.activation_checkpointing and c.optimizer == "adamw"]  # fmt: skip
+    assert {c.channels_last for c in r50} == {False, True}
 
 
 def test_gpu_profile_refuses_a_cpu():

@@ -15,6 +15,7 @@ from perfmodel.measure.configs import (
     SliceConfig,
     estimate_static_memory_gb,
     lora_params,
+    make_row_id,
     predicted_oom,
     transformer_params,
 )
@@ -114,10 +115,12 @@ def test_real_llama_slice_gives_a_schema_row(cpu_fp):
         dataclasses.replace(LLAMA, activation_checkpointing=True, precision="bf16"),
         dataclasses.replace(BERT, lora_r=4),
         dataclasses.replace(RESNET, activation_checkpointing=True, optimizer="sgd"),
+        dataclasses.replace(RESNET, precision="amp_bf16", channels_last=True),
         dataclasses.replace(MLP, precision="amp_bf16"),
         GBM,
     ],
-    ids=["llama-lora-amp-sgd", "llama-ckpt-bf16", "bert-lora", "resnet-ckpt-sgd", "mlp-amp", "lightgbm"],
+    ids=["llama-lora-amp-sgd", "llama-ckpt-bf16", "bert-lora", "resnet-ckpt-sgd", "resnet-channels-last", "mlp-amp",
+         "lightgbm"],  # fmt: skip
 )
 @pytest.mark.slow
 def test_every_kind_and_option_trains(config, cpu_fp):
@@ -138,6 +141,7 @@ def test_every_kind_and_option_trains(config, cpu_fp):
         )
     if config.lora_r:
         assert row["lora_r"] == 4 and row["trainable_fraction"] is None
+    assert row["channels_last"] == (config.channels_last if config.kind == "resnet" else None)
 
 
 @pytest.mark.slow
@@ -243,3 +247,34 @@ def test_committed_rows_achieved_tflops_agree_with_the_analytic_convention():
             key,
         )
         assert recomputed <= row["achieved_tflops_per_gpu"] * (1 + 1e-9)  # only ever fewer FLOPs counted
+
+
+def test_channels_last_is_a_resnet_slice_setting_that_leaves_earlier_row_ids_alone():
+    """A ResNet slice in channels_last is another configuration (another row id); off, the field is
+    not part of the identity, so every configuration measured before it keeps its row id."""
+    nhwc = dataclasses.replace(RESNET, channels_last=True)
+    assert "channels_last" not in RESNET.key() and nhwc.key()["channels_last"] is True
+    assert make_row_id("hw", nhwc) != make_row_id("hw", RESNET)
+    assert "channels_last" in nhwc.describe()
+    with pytest.raises(ValueError, match="resnet slices only"):
+        dataclasses.replace(LLAMA, channels_last=True)
+
+
+@pytest.mark.slow
+def test_a_channels_last_resnet_slice_runs_its_model_and_images_in_nhwc(monkeypatch):
+    """The slice converts the model and its images to torch.channels_last before timing (checked on
+    the tensors every timed step sees; the FLOP and saved-activation counts before it run in fp32 NCHW)."""
+    seen: list[bool] = []
+    original = models.ResNet.forward
+
+    def spy(self, x):
+        seen.append(x.is_contiguous(memory_format=torch.channels_last)
+                    and self.stem[0].weight.is_contiguous(memory_format=torch.channels_last))  # fmt: skip
+        return original(self, x)
+
+    monkeypatch.setattr(models.ResNet, "forward", spy)
+    run_slice(dataclasses.replace(RESNET, channels_last=True), device=CpuDevice())
+    assert len(seen) >= RESNET.measured_steps and all(seen[-RESNET.measured_steps :])
+    seen.clear()
+    run_slice(RESNET, device=CpuDevice())
+    assert seen and not any(seen)

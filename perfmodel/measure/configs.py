@@ -95,6 +95,10 @@ class SliceConfig:
     """adamw | sgd (GBM: ignored)."""
     activation_checkpointing: bool = False
     """torch.utils.checkpoint around every block."""
+    channels_last: bool = False
+    """ResNet only: model and images in torch.channels_last (NHWC); the workload's
+    training.channels_last. Left out of the identity when off, so the row ids of every earlier
+    configuration stay what they were."""
     lora_r: int | None = None
     """LoRA rank on the attention q and v projections, base frozen; None = full fine-tuning."""
     warmup_steps: int = 2
@@ -121,6 +125,8 @@ class SliceConfig:
             raise ValueError(f"SliceConfig.warmup_steps must be >= 1; got {self.warmup_steps}")
         if self.micro_batch_size < 1:
             raise ValueError(f"SliceConfig.micro_batch_size must be >= 1; got {self.micro_batch_size}")
+        if self.channels_last and self.kind != "resnet":
+            raise ValueError(f"SliceConfig.channels_last applies to resnet slices only; got kind {self.kind!r}")
 
     @property
     def family(self) -> str:
@@ -150,6 +156,8 @@ class SliceConfig:
         """Every field except repeat_index: the configuration's identity."""
         data = dataclasses.asdict(self)
         data.pop("repeat_index")
+        if not data["channels_last"]:
+            data.pop("channels_last")
         return data
 
     def describe(self) -> str:
@@ -165,6 +173,8 @@ class SliceConfig:
             parts.append(self.optimizer)
         if self.activation_checkpointing:
             parts.append("ckpt")
+        if self.channels_last:
+            parts.append("channels_last")
         if self.lora_r:
             parts.append(f"lora{self.lora_r}")
         if self.repeat_index:
@@ -235,6 +245,7 @@ def row_fields(config: SliceConfig) -> dict[str, Any]:
         "fused_cross_entropy": None if is_gbm else False,
         "attention_kernel": "sdpa" if tf else None,  # F.scaled_dot_product_attention (perfmodel.measure.models)
         "torch_compile": None if is_gbm else False,
+        "channels_last": config.channels_last if config.kind == "resnet" else None,
         "trainable_fraction": None if (is_gbm or config.lora_r) else 1.0,
         "includes_optimizer_step": None if is_gbm else True,
         "num_gpus": 1,

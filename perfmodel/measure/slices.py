@@ -111,6 +111,8 @@ def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
         )
     if dtype != torch.float32:
         model.to(dtype)
+    if config.channels_last:
+        model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if config.lora_r:
         models.apply_lora(model, config.lora_r)
     model.activation_checkpointing = config.activation_checkpointing  # type: ignore[assignment]
@@ -121,6 +123,8 @@ def _prepare_torch(config: SliceConfig, device: Device) -> PreparedSlice:
     else:
         opt = torch.optim.SGD(trainable, lr=1e-3)
     batch = model.synthetic_batch(config.micro_batch_size, device.torch_device, dtype)  # type: ignore[operator]
+    if config.channels_last:
+        batch["images"] = batch["images"].contiguous(memory_format=torch.channels_last)
     amp_dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(config.precision)
     scaler = torch.amp.GradScaler(device.autocast_device_type) if config.precision == "amp_fp16" else None
 
