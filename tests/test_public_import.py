@@ -468,6 +468,11 @@ def test_lambda(tmp_path: Path) -> None:
     # tied embedding, 191,948,759 parameters (the run's log: n_token, n_all_param, adaptive=False)
     assert (txl["vocab_size"], bool(txl["tied_embeddings"]), txl["params_total"]) == (267_735, True, 191_948_759)
     assert "adaptive=False" in txl["notes"]
+    # what NVIDIA's scripts step with under Lambda's flags: ConvNets main.py's default SGD with
+    # momentum 0.9, run_squad.py's Adam with decoupled weight decay, Transformer-XL base's jitlamb (LAMB:
+    # not in the catalog, unset), channels_last unset, i.e. off (main.py's default --memory-format nchw)
+    assert (rn["optimizer"], bert["optimizer"]) == ("sgd_momentum", "adamw") and pd.isna(txl["optimizer"])
+    assert pd.isna(rn["channels_last"]) or not rn["channels_last"]
 
 
 def test_lambda_drops_rows_faster_per_gpu_than_data_parallelism_allows(tmp_path: Path) -> None:

@@ -127,8 +127,20 @@ layer tied to the input embedding, every step."""
 TXL_PARAMS = {"transformerxlbase": 191_948_759, "transformerxllarge": 519_963_095}
 """n_all_param of those logs (base: .../PyTorch_transformerxlbase_FP16/03-03-2020_08-34-39.txt,
 large: .../PyTorch_transformerxllarge_FP16/03-03-2020_08-37-17.txt): 137 M of them the embedding."""
-TXL_OPTIMIZER = {"transformerxlbase": None, "transformerxllarge": "adam"}
-"""The configs' --optim: base jitlamb (LAMB, not in the catalog: left unset), large adam."""
+TASK_OPTIMIZER = {
+    "transformerxlbase": None,
+    "transformerxllarge": "adam",
+    "resnet50": "sgd_momentum",
+    "bert_base_squad": "adamw",
+    "bert_large_squad": "adamw",
+}
+"""What each task's DeepLearningExamples script steps with under Lambda's configs (which pass no
+optimizer flag unless said): Transformer-XL the configs' --optim (base jitlamb: LAMB, not in the
+catalog, left unset; large adam); ResNet-50 ConvNets main.py's defaults, --optimizer sgd with
+--momentum 0.9 (PyTorch/Classification/ConvNets/main.py @ 0107cf27); BERT run_squad.py's Adam with
+decoupled weight decay 0.01 (apex FusedAdam under --fp16, BertAdam otherwise;
+PyTorch/LanguageModeling/BERT/run_squad.py @ 0663b67c), as NVIDIA's own SQuAD rows are described
+(collectors.public.dle). NCF (FusedAdam) stays unset as NVIDIA's NCF rows do."""
 _PREFIX = re.compile(
     r"^(LambdaCloud|Lambda Cloud —|Lambda Cloud|Linode Cloud —|Dell|DellTexas|SMC|RAIDZ1|1CC)\s+"
 )
@@ -303,7 +315,7 @@ def _add(
         **dims,
         batch=Batch(gbs // n_gpus, gbs, seq_len),
         precision=precision,
-        optimizer=TXL_OPTIMIZER.get(r["model"]),  # else: differs per DeepLearningExamples task, not in the table
+        optimizer=TASK_OPTIMIZER.get(r["model"]),
         layout=Layout(gpu, n_gpus, num_nodes=1 if n_gpus <= 8 else None, gpu_name_raw=r["config_name"]),
         framework="dle-ngc",
         step_time_s=step,
