@@ -535,3 +535,18 @@ def test_an_fp32_cnn_on_a_tf32_gpu_says_pytorch_runs_its_convolutions_in_tf32(tm
     assert bool(lines) is said
     if said:
         assert "training.precision: tf32" in lines[0] and gpu in lines[0]
+
+
+def test_a_16bit_cnn_on_an_accelerator_says_it_assumed_nchw_unless_told():
+    """PyTorch's default memory format is NCHW, which the plan costs as transpositions around each
+    16-bit convolution: a config that does not say training.channels_last is told so; one that says
+    it either way, an fp32 run and a CPU run are not."""
+    def said(training: dict, gpu: str = "A100-80GB") -> bool:
+        cfg = {"model": {"name": "resnet50"}, "hardware": {"gpu": gpu},
+               "training": {"micro_batch_size": 64, "samples": 1e5, **training}}  # fmt: skip
+        return any(a.startswith("training.channels_last not given") for a in load_workload(cfg).assumptions)
+
+    assert said({"precision": "amp_bf16"}) and said({"precision": "fp16"})
+    assert not said({"precision": "amp_bf16", "channels_last": False})
+    assert not said({"precision": "amp_bf16", "channels_last": True})
+    assert not said({"precision": "fp32"}) and not said({"precision": "bf16"}, gpu="cpu")

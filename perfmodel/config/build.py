@@ -220,6 +220,13 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
                 f"{gpu.name} by default (torch.backends.cudnn.allow_tf32 is True, x{gpu.peak_for('tf32') / gpu.peak_for('fp32'):.0f} "
                 "the peak): set training.precision: tf32 unless the run turns it off"
             )
+        if (model.arch == "cnn" and kw["precision"] in ("bf16", "fp16", "amp_bf16", "amp_fp16")
+                and gpu.vendor != "cpu" and not pick.given("training.channels_last")):  # fmt: skip
+            assumptions.append(
+                "training.channels_last not given: PyTorch's default NCHW, so each 16-bit convolution runs behind "
+                "NCHW <-> NHWC transpositions (costed for a torchvision ResNet); set it true when the model and "
+                "its images are in torch.channels_last"
+            )
         kw["optimizer"] = pick("training.optimizer", "adamw")
         kw["activation_checkpointing"] = pick("training.activation_checkpointing", False)
         for key in _passed_through(TrainingSpec, kw, skip=("seq_len", *_AMOUNT_KEYS, *_GBM_KEYS)):
