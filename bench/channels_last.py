@@ -25,18 +25,22 @@ import numpy as np
 import pandas as pd
 
 from collectors.public import default_public_dir
+from perfmodel.analytic.activations import RESNET_STAGES, ResNetLayout
 from perfmodel.analytic.roofline import estimate_neural
 from perfmodel.codec import workload_from_row
 from perfmodel.paths import project_root
 
-TORCHVISION_PARAMS = {
-    "resnet18": 11_689_512,
-    "resnet34": 21_797_672,
-    "resnet50": 25_557_032,
-    "resnet101": 44_549_160,
-    "resnet152": 60_192_808,
-}
-"""Exact parameter counts of torchvision's ResNets (torchvision's model table), which timm's resnetNN build."""
+
+def torchvision_params(depth: int, classes: int = 1000) -> int:
+    """Parameters of torchvision's ResNet of this depth, which timm's resnetNN builds: its layout's
+    convolutions and BatchNorms plus the classifier (perfmodel.analytic.activations)."""
+    stages, bottleneck = RESNET_STAGES[depth]
+    layout = ResNetLayout(stages=stages, bottleneck=bottleneck, classes=classes)
+    return layout.params_without_classifier() + (layout.features + 1) * classes
+
+
+TORCHVISION_PARAMS = {f"resnet{depth}": torchvision_params(depth) for depth in RESNET_STAGES}
+"""timm model name -> exact parameter count (resnet50: 25,557,032, torchvision's model table)."""
 
 
 def measured_pairs(csv: Path) -> pd.DataFrame:

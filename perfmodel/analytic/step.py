@@ -665,8 +665,13 @@ def layout_transposed(w: Workload) -> bool:
     backward, the gradients) around each kernel; in channels_last they are the network's own layout.
     On timm's sweep of one RTX 3090 (fp16 autocast, results/benchmark-train-amp-{nchw,nhwc}-pt11x)
     channels_last trains ResNet-50 1.44-1.47x faster and a ViT-B/16 (one convolution) 0.99-1.01x."""
-    mm = w.training.compute_dtype
-    return mm in ("fp16", "bf16") and w.gpu.vendor != "cpu" and not w.training.channels_last
+    return nchw_transposes(w.training.compute_dtype, w.gpu.vendor) and not w.training.channels_last
+
+
+def nchw_transposes(compute_dtype: str, vendor: str) -> bool:
+    """Whether a convolution in this compute dtype on this vendor's device runs behind NCHW <-> NHWC
+    transpositions when its tensors are NCHW (16-bit on an accelerator: `layout_transposed`)."""
+    return compute_dtype in ("fp16", "bf16") and vendor != "cpu"
 
 
 def _transposed(phase: str, inputs: int, outputs: int) -> int:

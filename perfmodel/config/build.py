@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.analytic.activations import lora_order
+from perfmodel.analytic.step import nchw_transposes
 from perfmodel.catalog import get_gpu, gpu_resolution_note
 from perfmodel.catalog.frameworks import DEFAULT_FRAMEWORK, get_recipe
 from perfmodel.config.dataset_size import measure_dataset
@@ -220,8 +221,8 @@ def build_workload(draft: Draft, *, data: DataFlags | None = None, base_dir: Pat
                 f"{gpu.name} by default (torch.backends.cudnn.allow_tf32 is True, x{gpu.peak_for('tf32') / gpu.peak_for('fp32'):.0f} "
                 "the peak): set training.precision: tf32 unless the run turns it off"
             )
-        if (model.arch == "cnn" and kw["precision"] in ("bf16", "fp16", "amp_bf16", "amp_fp16")
-                and gpu.vendor != "cpu" and not pick.given("training.channels_last")):  # fmt: skip
+        compute = TrainingSpec(precision=kw["precision"]).compute_dtype
+        if model.arch == "cnn" and nchw_transposes(compute, gpu.vendor) and not pick.given("training.channels_last"):
             assumptions.append(
                 "training.channels_last not given: PyTorch's default NCHW, so each 16-bit convolution runs behind "
                 "NCHW <-> NHWC transpositions (costed for a torchvision ResNet); set it true when the model and "
