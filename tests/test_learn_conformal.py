@@ -3,6 +3,7 @@ groups of synthetic data whose noise is known."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ from perfmodel.learn.conformal import (
     calibrate_grouped,
     conformal_quantile,
     grouped_splitter,
+    transfer_share,
 )
 from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor
 
@@ -244,3 +246,38 @@ def test_an_eager_job_with_no_runs_of_its_kind_backs_off_to_its_stack_before_its
     plan = regime_of(feats("decoder", True), "transformer-xl")
     assert not any("*" in k.split("|") for k in pooled_keys(plan)) and pooled_keys(plan)[-1] == "1 device|approximate plan"
     assert describe("1 device|*|eager") == "1 device, any kind, eager"
+
+
+def _memorizing_data(seed: int, transferable: bool):
+    """12 groups of 40 rows; `transferable`: y = sin(x0) (holds in every group); else y = each group's
+    own offset (sd 0.5), which the booster can learn only through the group's id (x_id), so for a
+    group it has not seen its prediction is another group's offset."""
+    rng = np.random.default_rng(seed)
+    ids = np.repeat(np.arange(12), 40)
+    x0 = rng.uniform(-2, 2, len(ids))
+    offsets = rng.normal(0.0, 0.5, 12)
+    y = (np.sin(x0) if transferable else offsets[ids]) + rng.normal(0.0, 0.03, len(ids))
+    X = pd.DataFrame({"x0": x0, "x_id": ids.astype(float)})
+    return X, y, np.asarray([f"g{i}" for i in ids])
+
+
+def test_out_of_fold_predictions_are_the_ones_mapie_scored():
+    X, y, groups = grouped_data(3, n_groups=8)
+    cal = calibrate_grouped(X, y, groups, config=FAST)
+    np.testing.assert_allclose(np.abs(cal.y - cal.oof), cal.mapie.conformity_scores, atol=1e-12)
+    half = cal.with_transfer(0.5)
+    b = cal.oof_overall
+    np.testing.assert_allclose(half.row_scores, np.abs(y - (b + 0.5 * (cal.oof - b))), atol=1e-12)
+    ours = LGBMRatioRegressor(FAST).fit(X, y)
+    ours.evidence_ = dataclasses.replace(ours.evidence_, transfer=0.5)
+    np.testing.assert_allclose(half.mapie.predict(X.iloc[:9]), ours.predict(X.iloc[:9]), atol=1e-12)
+
+
+@pytest.mark.parametrize("transferable", [True, False])
+def test_the_transfer_share_keeps_what_holds_across_groups_and_drops_what_identifies_them(transferable):
+    """The truth is known: a residual that is the same function in every group is kept whole (share
+    1.0); one that is each group's own offset, learnable only by recognising the group, says nothing
+    about a group the model has not seen, and is dropped (share <= 0.2)."""
+    X, y, groups = _memorizing_data(7, transferable)
+    share = transfer_share(calibrate_grouped(X, y, groups, config=FAST))
+    assert share == 1.0 if transferable else share <= 0.2

@@ -3,6 +3,7 @@ a synthetic test where the truth is known, and the rule's edges."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -99,3 +100,15 @@ def test_a_regressor_fitted_far_from_the_query_falls_back_to_the_step_overhead(a
     assert reg.evidence_.base["accelerator|eager"] == pytest.approx(float(np.median(y)), abs=0.01)
     unshrunk = LGBMRatioRegressor(LGBMConfig(n_estimators=100, shrink_runs=0.0)).fit(X, y).predict(far)
     assert unshrunk == pytest.approx(0.8, abs=0.03)
+
+
+def test_the_transfer_share_scales_the_residual_beyond_the_step_overhead():
+    """b(x) + a * s * (raw - b(x)): hand-worked for a fused transformer (b = 0.5) with 10 runs near
+    (s = 0.5) and a = 0.4: 0.5 + 0.4 * 0.5 * (1.3 - 0.5) = 0.66; an eager one (b = 0): 0.4 * 0.5 * 1.3."""
+    rows = [_row(fused=3)] * 10 + [_row()] * 10
+    ev = Evidence.fitted(rows, [0.5] * 10 + [0.1] * 10, [1.0] * 20)
+    shared = dataclasses.replace(ev, transfer=0.4)
+    assert shared.blend([1.3, 1.3], [_row(fused=3), _row()]) == [pytest.approx(0.66), pytest.approx(0.26)]
+    assert ev.blend([1.3], [_row(fused=3)]) == [pytest.approx(0.9)]  # share 1: the evidence shrink alone
+    assert Evidence.from_json(shared.to_json()) == shared and shared.to_json()["transfer_share"] == 0.4
+    assert "transfer_share" not in ev.to_json() and Evidence.from_json(ev.to_json()).transfer == 1.0

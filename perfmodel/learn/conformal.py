@@ -72,10 +72,73 @@ class GroupedCalibration:
     """How the calibration folds were formed."""
     mapie: Any
     """The fitted MAPIE CrossConformalRegressor (for cross-checking the shipped quantiles)."""
+    y: Any = None
+    """The calibrated rows' log(step time / bound) (numpy array; None: not kept)."""
+    oof: Any = None
+    """Each row's out-of-fold prediction by the fold model that did not see its group (signed)."""
+    oof_overall: Any = None
+    """That fold model's step overhead b(x) for each row (`Evidence.offset`)."""
+    weights: Any = None
+    """One vote per run (the rows' sample weights)."""
+    transfer: float = 1.0
+    """The share of the learned residual the scores were computed with (`with_transfer`)."""
 
     def quantile(self, confidence: float) -> float:
         """Conformal half-width (log) at `confidence`; +inf when there are too few scores."""
         return conformal_quantile(self.scores, confidence)
+
+    def predictions(self, transfer: float) -> Any:
+        """The out-of-fold predictions had `transfer` of each fold model's residual been kept."""
+        return self.oof_overall + transfer * (self.oof - self.oof_overall)
+
+    def with_transfer(self, transfer: float) -> GroupedCalibration:
+        """This calibration with `transfer` of the residual kept: its fold and final estimators blend
+        so (`Evidence.transfer`), and its scores are their out-of-fold residuals."""
+        import dataclasses
+
+        import numpy as np  # training only
+
+        for estimator in _estimators(self.mapie):
+            if getattr(estimator, "evidence_", None) is not None:
+                estimator.evidence_ = dataclasses.replace(estimator.evidence_, transfer=float(transfer))
+        row_scores = np.abs(self.y - self.predictions(transfer))
+        return dataclasses.replace(
+            self,
+            row_scores=row_scores,
+            scores=np.sort(row_scores[np.isfinite(row_scores)]),
+            transfer=float(transfer),
+        )
+
+
+TRANSFER_GRID: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
+"""The residual shares `transfer_share` chooses among."""
+
+
+def transfer_share(calibration: GroupedCalibration) -> float:
+    """How much of the learned residual carries over to a group (a lab's setup) the model did not
+    see: the share in `TRANSFER_GRID` whose out-of-fold predictions have the smallest run-weighted
+    median |log error| over the calibration's held-out groups (ties: the larger share). Fitted on
+    the training rows' own grouped cross-validation, never on an evaluation split."""
+    import numpy as np  # training only
+
+    keep = np.isfinite(calibration.oof) & np.isfinite(calibration.y)
+    y, w = calibration.y[keep], calibration.weights[keep]
+
+    def median_error(share: float) -> float:
+        err = np.abs(y - calibration.predictions(share)[keep])
+        order = np.argsort(err, kind="stable")
+        cum = np.cumsum(w[order])
+        return float(err[order][np.searchsorted(cum, cum[-1] / 2)])
+
+    errors = {share: round(median_error(share), 6) for share in TRANSFER_GRID}
+    best = min(errors.values())
+    return max(share for share, e in errors.items() if e == best)
+
+
+def _estimators(mapie: Any) -> list[Any]:
+    """The fold estimators and the final one inside a fitted MAPIE CrossConformalRegressor."""
+    ensemble = mapie._mapie_regressor.estimator_
+    return [*ensemble.estimators_, ensemble.single_estimator_]
 
 
 def calibrate_grouped(
@@ -108,7 +171,25 @@ def calibrate_grouped(
         )
     row_scores = np.asarray(mapie.conformity_scores, dtype=float)
     scores = np.sort(row_scores[np.isfinite(row_scores)])
-    return GroupedCalibration(scores=scores, row_scores=row_scores, splitter=description, mapie=mapie)
+    y = np.asarray(y, dtype=float)
+    oof, oof_overall = np.full(len(y), np.nan), np.full(len(y), np.nan)
+    fold_estimators = mapie._mapie_regressor.estimator_.estimators_
+    records = X.to_dict("records")
+    for (_, held), estimator in zip(splitter.split(X, y, np.asarray(groups)), fold_estimators, strict=True):
+        oof[held] = estimator.predict(X.iloc[held])
+        evidence = getattr(estimator, "evidence_", None)
+        oof_overall[held] = [evidence.offset(records[i]) if evidence is not None else 0.0 for i in held]
+    weights = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    return GroupedCalibration(
+        scores=scores,
+        row_scores=row_scores,
+        splitter=description,
+        mapie=mapie,
+        y=y,
+        oof=oof,
+        oof_overall=oof_overall,
+        weights=weights,
+    )
 
 
 MAX_RUNS_PER_SOURCE = 20

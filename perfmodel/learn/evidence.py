@@ -6,7 +6,7 @@ other hardware or tuned frameworks transfers badly (issue 21: it made the tail w
 had barely seen), so it is shrunk toward zero - the kernel model alone - and the interval, which is
 calibrated on the shrunk predictor's held-out errors, carries the uncertainty instead:
 
-    y_hat = b(x) + s * (booster(x) - b(x)),   s = n / (n + SHRINK_RUNS)
+    y_hat = b(x) + a * s * (booster(x) - b(x)),   s = n / (n + SHRINK_RUNS)
 
 where b(x) is the kernel model's step overhead: the weighted median residual of the training runs
 of the query's device class (CPU or accelerator) and kind of stack (eager or fused/compiled) - four
@@ -24,6 +24,14 @@ fused/compiled; a recipe's fused kinds are a transformer's, so a CNN or MLP is e
 compiled), kind of model (transformer, CNN, other), and whose accelerator is within
 `SPEC_WINDOW_LOG10` decades of the query's in peak FLOP/s and in memory bandwidth. The accelerator
 enters only through its specs, never its name.
+
+and where a, the transfer share, is the part of the residual that carries over to a lab the model has
+not seen: every user's setup is one, while the booster also learns each training lab's own habits
+(its software, its harness), which do not carry over. It is fitted on the training rows' own
+cross-validation holding out whole sources (`perfmodel.learn.conformal.transfer_share`: the share of
+the out-of-fold residual with the smallest median error; a model keeps it in its metadata as
+`evidence.transfer_share`),
+never on an evaluation split, and the conformal scores are those of the shared prediction.
 
 Training runs are kept as cells (the exact-match key plus rounded specs, with their run counts) so
 the shipped metadata stays small. Pure Python over rows; numpy only to count many queries at once.
@@ -116,6 +124,10 @@ class Evidence:
     """base_key -> weighted median residual of its training runs (and '*': of all of them)."""
     eager_transformers_unshifted: bool = False
     """True: an eager transformer's b(x) is 0 (models fitted before 2026-12-06: False, b(x) for all)."""
+    transfer: float = 1.0
+    """The share of the residual beyond b(x) that carries over to a lab the model has not seen,
+    fitted on the calibration's held-out-source predictions (`conformal.transfer_share`; 1.0:
+    models before it)."""
 
     @classmethod
     def fitted(cls, rows: Sequence[Mapping[str, Any]], y: Sequence[float], weights: Sequence[float],
@@ -143,8 +155,9 @@ class Evidence:
         return float(self.base.get(base_key(row), self.base.get("*", 0.0)))
 
     def blend(self, raw: Sequence[float], rows: Sequence[Mapping[str, Any]]) -> list[float]:
-        """b(x) + s(x) * (raw - b(x)) for each row."""
-        return [b + s * (r - b) for r, s, b in zip(raw, self.shrink(rows), (self.offset(x) for x in rows), strict=True)]
+        """b(x) + transfer * s(x) * (raw - b(x)) for each row."""
+        a = self.transfer
+        return [b + a * s * (r - b) for r, s, b in zip(raw, self.shrink(rows), (self.offset(x) for x in rows), strict=True)]
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, Any]], weights: Sequence[float]) -> Evidence:
@@ -187,6 +200,8 @@ class Evidence:
             out["base"] = dict(self.base)
         if self.eager_transformers_unshifted:
             out["eager_transformers_unshifted"] = True
+        if self.transfer != 1.0:
+            out["transfer_share"] = self.transfer
         return out
 
     @classmethod
@@ -197,4 +212,5 @@ class Evidence:
             window_log10=float(data.get("window_log10", SPEC_WINDOW_LOG10)),
             base=None if data.get("base") is None else {str(k): float(v) for k, v in data["base"].items()},
             eager_transformers_unshifted=bool(data.get("eager_transformers_unshifted", False)),
+            transfer=float(data.get("transfer_share", 1.0)),
         )

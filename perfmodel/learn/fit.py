@@ -5,6 +5,7 @@ is exactly what is shipped."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from perfmodel.learn.conformal import (
     calibrate_grouped,
     mondrian_runs,
     mondrian_scores,
+    transfer_share,
 )
 from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
 from perfmodel.learn.metadata import Conformal, ModelMetadata, MondrianCells, Residuals, TrainingDomain
@@ -149,7 +151,8 @@ def build_metadata(
         format=METADATA_FORMAT,
         version="unregistered",
         kind="learned",
-        target="log(measured step time / kernel-model step time), shrunk toward 0 away from measured runs",
+        target="log(measured step time / kernel-model step time), shrunk toward the step overhead away from "
+        "measured runs and by the share that carries over to an unseen source",
         trained_rows=int(len(y)),
         feature_names=tuple(FEATURE_NAMES),
         categorical_features=tuple(CATEGORICAL_FEATURES),
@@ -177,21 +180,28 @@ def build_metadata(
             f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
         domain=training_domain(X, kept),
-        evidence=evidence_of(X, y, run_weights(kept), config.shrink_runs),
+        evidence=_with_transfer(evidence_of(X, y, run_weights(kept), config.shrink_runs), calibration.transfer),
     )
+
+
+def _with_transfer(evidence: Any, transfer: float) -> Any:
+    return None if evidence is None else dataclasses.replace(evidence, transfer=float(transfer))
 
 
 def _calibrations(
     X: Any, y: Any, kept: Any, *, config: LGBMConfig, max_splits: int, family_calibration: bool
 ) -> tuple[GroupedCalibration, GroupedCalibration | None]:
+    """Both grouped calibrations, their scores those of the residual share that transfers to a
+    held-out source (`conformal.transfer_share`, fitted on the source calibration)."""
     weights = run_weights(kept)
     groups = np.asarray([str(g) for g in kept[CALIBRATION_COLUMN]])
     calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits, sample_weight=weights)
+    calibration = calibration.with_transfer(transfer_share(calibration))
     families = np.asarray([str(f) for f in kept[FAMILY_COLUMN]])
     if not family_calibration or len(np.unique(families)) < 2:
         return calibration, None
     family = calibrate_grouped(X, y, families, config=config, max_splits=max_splits, sample_weight=weights)
-    return calibration, family
+    return calibration, family.with_transfer(calibration.transfer)
 
 
 def fit_learned_model(
@@ -211,6 +221,7 @@ def fit_learned_model(
     calibration, family_cal = _calibrations(
         X, y, kept, config=config, max_splits=max_splits, family_calibration=family_calibration
     )
+    regressor.evidence_ = _with_transfer(regressor.evidence_, calibration.transfer)
     metadata = build_metadata(X, y, kept, int(booster.num_trees()), calibration, config, family_cal)
     return LearnedModel(regressor, metadata), calibration
 

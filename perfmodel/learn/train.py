@@ -158,6 +158,7 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     seconds = time.perf_counter() - t0
     metrics = {**evaluation.metrics(), "train_seconds": seconds, "rows_trained": float(len(data.y))}
     metrics["num_trees"] = float(model.booster.num_trees())
+    metrics["transfer_share"] = float(calibration.transfer)  # the residual share an unseen source keeps
     for c, q in model.metadata.conformal.hardware.quantiles_log.items():
         if q is not None:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
