@@ -18,7 +18,7 @@ from typing import Any
 
 from perfmodel.analytic import AnalyticEstimate, estimate_many, peak_memory
 from perfmodel.analytic.activations import resnet_layout
-from perfmodel.analytic.step import plan_step
+from perfmodel.analytic.step import plan_is_approximate, plan_step
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.codec import is_missing, recorded, workload_from_row
 from perfmodel.errors import PerfModelError
@@ -95,6 +95,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "log_launches_per_micro_batch",
     "log_l2_cache_mb",
     "cnn_planned_layer_by_layer",
+    "plan_approximate",
 )
 """Numeric features the learned model sees (ratios and logs so they transfer across scales)."""
 
@@ -183,6 +184,7 @@ def feature_vector(
         "log_launches_per_micro_batch": math.log10(max(est.launches_per_micro_batch, 1.0)),
         "log_l2_cache_mb": math.log10(max(g.l2_cache_mb, 0.01)),
         "cnn_planned_layer_by_layer": float(resnet_layout(w) is not None),
+        "plan_approximate": float(plan_is_approximate(m)),
         "arch": m.arch,
         "compute_dtype": t.compute_dtype,
         "precision": t.precision,

@@ -373,3 +373,14 @@ def test_the_floor_is_never_above_the_analytic_step(seed):
         )
         est = estimate(w)
         assert 0 < est.t_roofline_s <= est.t_bound_s
+
+
+def test_the_plans_that_leave_out_costs_say_so_in_the_features():
+    """NCF's plan is its MLP tower (no embedding lookups), Transformer-XL's a GPT-style decoder: the
+    feature plan_approximate tells the learned residual; a Llama's plan is its whole step."""
+    from perfmodel.analytic.step import plan_is_approximate
+    from perfmodel.catalog.models import get_model
+
+    assert plan_is_approximate(get_model("ncf"))
+    assert not plan_is_approximate(get_model("llama2-7b"))
+    assert plan_is_approximate(dataclasses.replace(get_model("gpt2-xl"), family="transformer-xl"))

@@ -112,3 +112,15 @@ def test_the_transfer_share_scales_the_residual_beyond_the_step_overhead():
     assert ev.blend([1.3], [_row(fused=3)]) == [pytest.approx(0.9)]  # share 1: the evidence shrink alone
     assert Evidence.from_json(shared.to_json()) == shared and shared.to_json()["transfer_share"] == 0.4
     assert "transfer_share" not in ev.to_json() and Evidence.from_json(ev.to_json()).transfer == 1.0
+
+
+def test_an_approximate_plan_keeps_its_own_share():
+    """A Transformer-XL or NCF row (feature plan_approximate) takes `transfer_approximate`: its
+    residual is what the plan leaves out, which holds in any lab; other rows keep `transfer`."""
+    ev = dataclasses.replace(Evidence.fitted([_row()] * 10, [0.2] * 10, [1.0] * 10), transfer=0.4,
+                             transfer_approximate=1.0)  # fmt: skip
+    txl = {**_row(), "plan_approximate": 1.0}
+    s = ev.shrink([_row()])[0]
+    assert ev.blend([1.0, 1.0], [_row(), txl]) == [pytest.approx(0.4 * s), pytest.approx(s)]
+    assert Evidence.from_json(ev.to_json()) == ev
+    assert dataclasses.replace(ev, transfer_approximate=None).share(txl) == 0.4

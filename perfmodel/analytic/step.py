@@ -79,6 +79,25 @@ LITGPT_CHUNK_TOKENS = 128
 """litgpt finetune: model(input_ids, lm_head_chunk_size=128) (litgpt/finetune/lora.py)."""
 
 
+APPROXIMATE_PLANS: dict[str, str] = {
+    "transformer-xl": "relative-position attention, the adaptive softmax and the segment memory are not "
+    "costed; the plan is a GPT-style decoder of the same size",
+    "ncf": "the embedding lookups and their sparse backward are not costed; the plan is the MLP tower",
+}
+"""Model families (the catalog's `family`) whose kernel plan is a stated approximation, with what it
+leaves out (README, "Accuracy"; `perfmodel.learn.regimes` gives them a kind of their own, and
+the feature `plan_approximate` tells the learned residual). Their held-out errors are the plan's (measured 2-8x slower than
+their plan on every accelerator and source) and say nothing about how far an LLM or an MLP that
+the plan does cost op by op can be off, so they form their own kind: pooled with decoders, they
+were 63-84% of the residuals of "1 device, decoder" and "1 device, decoder, fused", which set a
+10-14x interval for a one-GPU Liger, unsloth or torch.compile fine-tune with no runs of its own."""
+
+
+def plan_is_approximate(model: ModelSpec) -> bool:
+    """The model's kernel plan leaves out costs it is known to have (`APPROXIMATE_PLANS`)."""
+    return model.family in APPROXIMATE_PLANS
+
+
 @dataclass(frozen=True, kw_only=True)
 class PlannedKernel:
     """One kernel work of a step and how often it runs."""

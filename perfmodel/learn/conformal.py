@@ -80,33 +80,46 @@ class GroupedCalibration:
     """That fold model's step overhead b(x) for each row (`Evidence.offset`)."""
     weights: Any = None
     """One vote per run (the rows' sample weights)."""
+    approximate: Any = None
+    """Rows of models whose kernel plan is a stated approximation (feature `plan_approximate`)."""
     transfer: float = 1.0
     """The share of the learned residual the scores were computed with (`with_transfer`)."""
+    transfer_approximate: float | None = None
+    """That share for the approximate plans' rows (None: `transfer`)."""
 
     def quantile(self, confidence: float) -> float:
         """Conformal half-width (log) at `confidence`; +inf when there are too few scores."""
         return conformal_quantile(self.scores, confidence)
 
-    def predictions(self, transfer: float) -> Any:
-        """The out-of-fold predictions had `transfer` of each fold model's residual been kept."""
+    def predictions(self, transfer: Any) -> Any:
+        """The out-of-fold predictions had `transfer` (a share, or one per row) of each fold model's
+        residual been kept."""
         return self.oof_overall + transfer * (self.oof - self.oof_overall)
 
-    def with_transfer(self, transfer: float) -> GroupedCalibration:
-        """This calibration with `transfer` of the residual kept: its fold and final estimators blend
-        so (`Evidence.transfer`), and its scores are their out-of-fold residuals."""
+    def with_transfer(self, transfer: float, approximate: float | None = None) -> GroupedCalibration:
+        """This calibration with `transfer` of the residual kept (`approximate` of it on the
+        approximate plans' rows; None: `transfer`): its fold and final estimators blend so
+        (`Evidence.transfer`, `Evidence.transfer_approximate`), and its scores are their out-of-fold
+        residuals."""
         import dataclasses
 
         import numpy as np  # training only
 
         for estimator in _estimators(self.mapie):
             if getattr(estimator, "evidence_", None) is not None:
-                estimator.evidence_ = dataclasses.replace(estimator.evidence_, transfer=float(transfer))
-        row_scores = np.abs(self.y - self.predictions(transfer))
+                estimator.evidence_ = dataclasses.replace(
+                    estimator.evidence_,
+                    transfer=float(transfer),
+                    transfer_approximate=None if approximate is None else float(approximate),
+                )
+        shares = np.where(self.approximate, transfer if approximate is None else approximate, transfer)
+        row_scores = np.abs(self.y - self.predictions(shares))
         return dataclasses.replace(
             self,
             row_scores=row_scores,
             scores=np.sort(row_scores[np.isfinite(row_scores)]),
             transfer=float(transfer),
+            transfer_approximate=None if approximate is None else float(approximate),
         )
 
 
@@ -114,14 +127,23 @@ TRANSFER_GRID: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
 """The residual shares `transfer_share` chooses among."""
 
 
-def transfer_share(calibration: GroupedCalibration) -> float:
+MIN_RUNS_FOR_A_SHARE = 30.0
+"""Measured runs (one vote per run) the approximate plans need for a transfer share of their own."""
+
+
+def transfer_share(calibration: GroupedCalibration, rows: Any = None) -> float:
     """How much of the learned residual carries over to a group (a lab's setup) the model did not
     see: the share in `TRANSFER_GRID` whose out-of-fold predictions have the smallest run-weighted
-    median |log error| over the calibration's held-out groups (ties: the larger share). Fitted on
-    the training rows' own grouped cross-validation, never on an evaluation split."""
+    median |log error| over the calibration's held-out groups (ties: the larger share), on `rows`
+    (a boolean mask; None: all). Fitted on the training rows' own grouped cross-validation, never on
+    an evaluation split."""
     import numpy as np  # training only
 
     keep = np.isfinite(calibration.oof) & np.isfinite(calibration.y)
+    if rows is not None:
+        keep &= np.asarray(rows, dtype=bool)
+    if not keep.any():
+        return 1.0
     y, w = calibration.y[keep], calibration.weights[keep]
 
     def median_error(share: float) -> float:
@@ -180,7 +202,13 @@ def calibrate_grouped(
         evidence = getattr(estimator, "evidence_", None)
         oof_overall[held] = [evidence.offset(records[i]) if evidence is not None else 0.0 for i in held]
     weights = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    approximate = (
+        np.asarray(X["plan_approximate"], dtype=float) > 0
+        if "plan_approximate" in X
+        else np.zeros(len(y), dtype=bool)
+    )
     return GroupedCalibration(
+        approximate=approximate,
         scores=scores,
         row_scores=row_scores,
         splitter=description,

@@ -31,7 +31,10 @@ not seen: every user's setup is one, while the booster also learns each training
 cross-validation holding out whole sources (`perfmodel.learn.conformal.transfer_share`: the share of
 the out-of-fold residual with the smallest median error; a model keeps it in its metadata as
 `evidence.transfer_share`),
-never on an evaluation split, and the conformal scores are those of the shared prediction.
+never on an evaluation split, and the conformal scores are those of the shared prediction. A model
+whose kernel plan is a stated approximation (Transformer-XL, NCF: feature `plan_approximate`) has a
+share of its own, fitted on those rows: its residual is mostly what the plan leaves out, which does
+carry over to another lab.
 
 Training runs are kept as cells (the exact-match key plus rounded specs, with their run counts) so
 the shipped metadata stays small. Pure Python over rows; numpy only to count many queries at once.
@@ -128,6 +131,10 @@ class Evidence:
     """The share of the residual beyond b(x) that carries over to a lab the model has not seen,
     fitted on the calibration's held-out-source predictions (`conformal.transfer_share`; 1.0:
     models before it)."""
+    transfer_approximate: float | None = None
+    """The same share for a model whose kernel plan is a stated approximation (feature
+    `plan_approximate`): its residual is mostly what the plan leaves out, which carries over to any
+    lab, so it is fitted on those rows apart (None: `transfer` for every row)."""
 
     @classmethod
     def fitted(cls, rows: Sequence[Mapping[str, Any]], y: Sequence[float], weights: Sequence[float],
@@ -155,9 +162,17 @@ class Evidence:
         return float(self.base.get(base_key(row), self.base.get("*", 0.0)))
 
     def blend(self, raw: Sequence[float], rows: Sequence[Mapping[str, Any]]) -> list[float]:
-        """b(x) + transfer * s(x) * (raw - b(x)) for each row."""
-        a = self.transfer
-        return [b + a * s * (r - b) for r, s, b in zip(raw, self.shrink(rows), (self.offset(x) for x in rows), strict=True)]
+        """b(x) + a(x) * s(x) * (raw - b(x)) for each row (a: `share`)."""
+        return [
+            b + self.share(x) * s * (r - b)
+            for r, s, b, x in zip(raw, self.shrink(rows), (self.offset(x) for x in rows), rows, strict=True)
+        ]
+
+    def share(self, row: Mapping[str, Any]) -> float:
+        """The transfer share of one feature row: `transfer_approximate` for an approximate plan."""
+        if self.transfer_approximate is not None and _num(row, "plan_approximate") > 0:
+            return self.transfer_approximate
+        return self.transfer
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, Any]], weights: Sequence[float]) -> Evidence:
@@ -202,6 +217,8 @@ class Evidence:
             out["eager_transformers_unshifted"] = True
         if self.transfer != 1.0:
             out["transfer_share"] = self.transfer
+        if self.transfer_approximate is not None:
+            out["transfer_share_approximate_plans"] = self.transfer_approximate
         return out
 
     @classmethod
@@ -213,4 +230,7 @@ class Evidence:
             base=None if data.get("base") is None else {str(k): float(v) for k, v in data["base"].items()},
             eager_transformers_unshifted=bool(data.get("eager_transformers_unshifted", False)),
             transfer=float(data.get("transfer_share", 1.0)),
+            transfer_approximate=None
+            if data.get("transfer_share_approximate_plans") is None
+            else float(data["transfer_share_approximate_plans"]),
         )

@@ -16,6 +16,7 @@ from perfmodel.catalog import get_gpu
 from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES, NUMERIC_FEATURES
 from perfmodel.learn.conformal import (
     CALIBRATION_LEVELS,
+    MIN_RUNS_FOR_A_SHARE,
     GroupedCalibration,
     calibrate_grouped,
     mondrian_runs,
@@ -180,12 +181,17 @@ def build_metadata(
             f"half-width x{OOD_WIDENING:g} plus a warning"
         ),
         domain=training_domain(X, kept),
-        evidence=_with_transfer(evidence_of(X, y, run_weights(kept), config.shrink_runs), calibration.transfer),
+        evidence=_with_transfer(evidence_of(X, y, run_weights(kept), config.shrink_runs), calibration),
     )
 
 
-def _with_transfer(evidence: Any, transfer: float) -> Any:
-    return None if evidence is None else dataclasses.replace(evidence, transfer=float(transfer))
+def _with_transfer(evidence: Any, calibration: GroupedCalibration) -> Any:
+    """`evidence` with the calibration's transfer shares."""
+    if evidence is None:
+        return None
+    return dataclasses.replace(
+        evidence, transfer=calibration.transfer, transfer_approximate=calibration.transfer_approximate
+    )
 
 
 def _calibrations(
@@ -196,12 +202,15 @@ def _calibrations(
     weights = run_weights(kept)
     groups = np.asarray([str(g) for g in kept[CALIBRATION_COLUMN]])
     calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits, sample_weight=weights)
-    calibration = calibration.with_transfer(transfer_share(calibration))
+    approximate = calibration.approximate
+    share = transfer_share(calibration, ~approximate)
+    own = float(np.sum(weights[approximate])) >= MIN_RUNS_FOR_A_SHARE
+    calibration = calibration.with_transfer(share, transfer_share(calibration, approximate) if own else None)
     families = np.asarray([str(f) for f in kept[FAMILY_COLUMN]])
     if not family_calibration or len(np.unique(families)) < 2:
         return calibration, None
     family = calibrate_grouped(X, y, families, config=config, max_splits=max_splits, sample_weight=weights)
-    return calibration, family.with_transfer(calibration.transfer)
+    return calibration, family.with_transfer(calibration.transfer, calibration.transfer_approximate)
 
 
 def fit_learned_model(
@@ -221,7 +230,7 @@ def fit_learned_model(
     calibration, family_cal = _calibrations(
         X, y, kept, config=config, max_splits=max_splits, family_calibration=family_calibration
     )
-    regressor.evidence_ = _with_transfer(regressor.evidence_, calibration.transfer)
+    regressor.evidence_ = _with_transfer(regressor.evidence_, calibration)
     metadata = build_metadata(X, y, kept, int(booster.num_trees()), calibration, config, family_cal)
     return LearnedModel(regressor, metadata), calibration
 

@@ -23,6 +23,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from perfmodel.analytic.step import APPROXIMATE_PLANS
+
 SCALES = ("cpu", "1 device", "1 node", "multi-node")
 METHODS = ("full", "LoRA", "QLoRA")
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}
@@ -33,17 +35,6 @@ LEVELS = ("scale", "kind", "stack", "method", "precision", "params")
 """Regime fields from coarsest to finest: backing off drops them from the end."""
 MIN_RUNS_PER_CELL = 30
 """Measured runs (one vote per run) a regime needs before its own residuals set its interval."""
-APPROXIMATE_PLANS: dict[str, str] = {
-    "transformer-xl": "relative-position attention, the adaptive softmax and the segment memory are not "
-    "costed; the plan is a GPT-style decoder of the same size",
-    "ncf": "the embedding lookups and their sparse backward are not costed; the plan is the MLP tower",
-}
-"""Model families (the catalog's `family`) whose kernel plan is a stated approximation, with what it
-leaves out (README, "Accuracy"). Their held-out errors are the plan's (measured 2-8x slower than
-their plan on every accelerator and source) and say nothing about how far an LLM or an MLP that
-the plan does cost op by op can be off, so they form their own kind: pooled with decoders, they
-were 63-84% of the residuals of "1 device, decoder" and "1 device, decoder, fused", which set a
-10-14x interval for a one-GPU Liger, unsloth or torch.compile fine-tune with no runs of its own."""
 APPROXIMATE_KIND = "approximate plan"
 """The regime kind of `APPROXIMATE_PLANS` families."""
 THIN_EVIDENCE_WIDENING = 1.25

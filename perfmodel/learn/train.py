@@ -159,6 +159,8 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     metrics = {**evaluation.metrics(), "train_seconds": seconds, "rows_trained": float(len(data.y))}
     metrics["num_trees"] = float(model.booster.num_trees())
     metrics["transfer_share"] = float(calibration.transfer)  # the residual share an unseen source keeps
+    if calibration.transfer_approximate is not None:
+        metrics["transfer_share_approximate_plans"] = float(calibration.transfer_approximate)
     for c, q in model.metadata.conformal.hardware.quantiles_log.items():
         if q is not None:
             metrics[f"conformal_q{round(float(c) * 100)}_log"] = float(q)
