@@ -171,6 +171,7 @@ def calibrate_grouped(
     import numpy as np  # training only: the shipped model imports this module for conformal_quantile alone
     from mapie.regression import CrossConformalRegressor
 
+    from perfmodel.learn.evidence import evidence_rows
     from perfmodel.learn.regressor import LGBMRatioRegressor  # LightGBM, pandas, scikit-learn
 
     splitter, description = grouped_splitter(groups, max_splits)
@@ -196,11 +197,12 @@ def calibrate_grouped(
     y = np.asarray(y, dtype=float)
     oof, oof_overall = np.full(len(y), np.nan), np.full(len(y), np.nan)
     fold_estimators = mapie._mapie_regressor.estimator_.estimators_
-    records = X.to_dict("records")
+    records = evidence_rows(X)
     for (_, held), estimator in zip(splitter.split(X, y, np.asarray(groups)), fold_estimators, strict=True):
-        oof[held] = estimator.predict(X.iloc[held])
+        rows = [records[i] for i in held]
+        oof[held] = estimator.predict(X.iloc[held], rows=rows)
         evidence = getattr(estimator, "evidence_", None)
-        oof_overall[held] = [evidence.offset(records[i]) if evidence is not None else 0.0 for i in held]
+        oof_overall[held] = [evidence.offset(r) if evidence is not None else 0.0 for r in rows]
     weights = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     approximate = (
         np.asarray(X["plan_approximate"], dtype=float) > 0

@@ -56,6 +56,17 @@ runs to count as evidence: H100 SXM for an H200 (same peaks, 1.43x the bandwidth
 SPEC_ROUND = 0.001
 """Rounding (decades) of the specs stored in the cells."""
 TRANSFORMER_ARCHS = ("decoder", "encoder", "encoder-decoder")
+EVIDENCE_COLUMNS = (
+    "vendor", "num_gpus", "num_nodes", "recipe_fused_kinds", "torch_compile", "arch",
+    "log_peak_tflops", "log_hbm_bandwidth_gb_per_s", "plan_approximate",
+)  # fmt: skip
+"""The feature columns this module reads (`evidence_rows`)."""
+
+
+def evidence_rows(X: Any) -> list[dict[str, Any]]:
+    """The records of a feature frame with only the columns this module reads (the same values as
+    `X.to_dict("records")` for them, several times faster on a training frame)."""
+    return X[[c for c in EVIDENCE_COLUMNS if c in X.columns]].to_dict("records")
 
 
 def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:

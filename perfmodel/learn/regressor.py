@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from perfmodel.features import FEATURE_NAMES, categorize
 from perfmodel.learn.devices import MIN_ROWS_PER_DEVICE_CLASS, cpu_rows, join_model_texts, predict_by_device
-from perfmodel.learn.evidence import Evidence
+from perfmodel.learn.evidence import Evidence, evidence_rows
 
 
 def evidence_of(X: Any, y: Any, weights: Any, shrink_runs: float) -> Evidence | None:
@@ -35,7 +35,7 @@ def evidence_of(X: Any, y: Any, weights: Any, shrink_runs: float) -> Evidence | 
     if shrink_runs <= 0:
         return None
     w = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=float)
-    return Evidence.fitted(X.to_dict("records"), list(np.asarray(y, dtype=float)), list(w), shrink_runs)
+    return Evidence.fitted(evidence_rows(X), list(np.asarray(y, dtype=float)), list(w), shrink_runs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,14 +160,14 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         self.n_features_in_ = self.booster_.num_feature()
         return self
 
-    def predict(self, X: Any) -> Any:
+    def predict(self, X: Any, rows: Any = None) -> Any:
         """The boosters' log ratio, shrunk toward the step overhead where few measured runs are near
-        (perfmodel.learn.evidence)."""
+        (perfmodel.learn.evidence); `rows`: X's records when the caller has them already."""
         X = _as_frame(X)
         raw = predict_by_device(self.booster_, self.cpu_booster_, X)
         if self.evidence_ is None:
             return raw
-        return np.asarray(self.evidence_.blend(list(raw), X.to_dict("records")), dtype=float)
+        return np.asarray(self.evidence_.blend(list(raw), rows or evidence_rows(X)), dtype=float)
 
     def model_text(self) -> str:
         """Both boosters as one stored model text (`join_model_texts`)."""
