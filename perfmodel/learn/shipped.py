@@ -254,9 +254,10 @@ class LearnedModel:
                 near = s * evidence.shrink_runs / (1.0 - s) if evidence is not None else 0.0
                 carry = "the kernel model and its step overhead carry" if evidence is None or evidence.offset(
                     query.features) else "the kernel model carries"  # fmt: skip
+                kept = s * (evidence.share(query.features) if evidence is not None else 1.0)
                 warnings = (
                     f"few measured runs like this one ({near:.0f} on similar accelerators, scale and stack): the "
-                    f"learned correction is trusted {s:.0%}; {carry} the estimate",
+                    f"learned correction is trusted {kept:.0%}; {carry} the estimate",
                     *warnings,
                 )
             out.append(
