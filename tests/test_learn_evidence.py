@@ -10,7 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.learn.evidence import SPEC_WINDOW_LOG10, Evidence, evidence_key
+from perfmodel.learn.evidence import (
+    EVIDENCE_COLUMNS,
+    SPEC_WINDOW_LOG10,
+    Evidence,
+    evidence_key,
+    evidence_rows,
+)
 
 
 def _row(vendor="nvidia", gpus=1, nodes=1, fused=0, compile_=0, arch="decoder", peak=989.0, bw=3350.0):
@@ -124,3 +130,28 @@ def test_an_approximate_plan_keeps_its_own_share():
     assert ev.blend([1.0, 1.0], [_row(), txl]) == [pytest.approx(0.4 * s), pytest.approx(s)]
     assert Evidence.from_json(ev.to_json()) == ev
     assert dataclasses.replace(ev, transfer_approximate=None).share(txl) == 0.4
+
+
+def test_the_evidence_reads_only_the_columns_it_names():
+    """`evidence_rows` keeps EVIDENCE_COLUMNS only (training speed): every value the evidence computes
+    from a whole feature row is the same from those columns, so a rule that reads another column
+    fails here instead of silently reading nothing."""
+    from perfmodel.features import NUMERIC_FEATURES
+
+    rng = np.random.default_rng(0)
+    full = []
+    for i in range(40):
+        row = {name: float(rng.uniform(0, 3)) for name in NUMERIC_FEATURES}
+        row.update(_row(vendor=["nvidia", "amd", "cpu"][i % 3], gpus=[1, 8, 16][i % 3], nodes=[1, 1, 2][i % 3],
+                        fused=i % 2 * 3, compile_=int(i % 5 == 0), arch=["decoder", "cnn", "mlp", "encoder"][i % 4]))
+        row["plan_approximate"] = float(i % 7 == 0)
+        row["cnn_planned_layer_by_layer"] = float(i % 3 == 0)
+        full.append(row)
+    frame = pd.DataFrame(full)
+    y = list(rng.normal(0.2, 0.3, len(full)))
+    slim = evidence_rows(frame)
+    assert set(slim[0]) == set(EVIDENCE_COLUMNS)
+    ev = dataclasses.replace(Evidence.fitted(full, y, [1.0] * len(full)), transfer=0.4, transfer_approximate=1.0)
+    assert Evidence.fitted(slim, y, [1.0] * len(full)) == Evidence.fitted(full, y, [1.0] * len(full))
+    assert ev.blend(y, slim) == ev.blend(y, full)
+    assert [ev.offset(r) for r in slim] == [ev.offset(r) for r in full]
