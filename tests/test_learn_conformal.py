@@ -266,7 +266,7 @@ def test_out_of_fold_predictions_are_the_ones_mapie_scored():
     cal = calibrate_grouped(X, y, groups, config=FAST)
     np.testing.assert_allclose(np.abs(cal.y - cal.oof), cal.mapie.conformity_scores, atol=1e-12)
     half = cal.with_transfer(0.5)
-    b = cal.oof_overall
+    b = cal.oof_offset
     np.testing.assert_allclose(half.row_scores, np.abs(y - (b + 0.5 * (cal.oof - b))), atol=1e-12)
     ours = LGBMRatioRegressor(FAST).fit(X, y)
     ours.evidence_ = dataclasses.replace(ours.evidence_, transfer=0.5)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from perfmodel.learn.evidence import weighted_median
 from perfmodel.learn.regimes import pooled_keys
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class GroupedCalibration:
     """The calibrated rows' log(step time / bound) (numpy array; None: not kept)."""
     oof: Any = None
     """Each row's out-of-fold prediction by the fold model that did not see its group (signed)."""
-    oof_overall: Any = None
+    oof_offset: Any = None
     """That fold model's step overhead b(x) for each row (`Evidence.offset`)."""
     weights: Any = None
     """One vote per run (the rows' sample weights)."""
@@ -94,12 +95,12 @@ class GroupedCalibration:
     def predictions(self, transfer: Any) -> Any:
         """The out-of-fold predictions had `transfer` (a share, or one per row) of each fold model's
         residual been kept."""
-        return self.oof_overall + transfer * (self.oof - self.oof_overall)
+        return self.oof_offset + transfer * (self.oof - self.oof_offset)
 
     def with_transfer(self, transfer: float, approximate: float | None = None) -> GroupedCalibration:
         """This calibration with `transfer` of the residual kept (`approximate` of it on the
-        approximate plans' rows; None: `transfer`): its fold and final estimators blend so
-        (`Evidence.transfer`, `Evidence.transfer_approximate`), and its scores are their out-of-fold
+        approximate plans' rows; None: `transfer`): its fold and final estimators, inside the shared
+        MAPIE object, are set to blend so (`Evidence.shared`), and its scores are their out-of-fold
         residuals."""
         import dataclasses
 
@@ -107,11 +108,7 @@ class GroupedCalibration:
 
         for estimator in _estimators(self.mapie):
             if getattr(estimator, "evidence_", None) is not None:
-                estimator.evidence_ = dataclasses.replace(
-                    estimator.evidence_,
-                    transfer=float(transfer),
-                    transfer_approximate=None if approximate is None else float(approximate),
-                )
+                estimator.evidence_ = estimator.evidence_.shared(transfer, approximate)
         shares = np.where(self.approximate, transfer if approximate is None else approximate, transfer)
         row_scores = np.abs(self.y - self.predictions(shares))
         return dataclasses.replace(
@@ -144,17 +141,27 @@ def transfer_share(calibration: GroupedCalibration, rows: Any = None) -> float:
         keep &= np.asarray(rows, dtype=bool)
     if not keep.any():
         return 1.0
-    y, w = calibration.y[keep], calibration.weights[keep]
+    y, w = calibration.y[keep], list(calibration.weights[keep])
 
     def median_error(share: float) -> float:
-        err = np.abs(y - calibration.predictions(share)[keep])
-        order = np.argsort(err, kind="stable")
-        cum = np.cumsum(w[order])
-        return float(err[order][np.searchsorted(cum, cum[-1] / 2)])
+        return weighted_median(list(np.abs(y - calibration.predictions(share)[keep])), w)
 
     errors = {share: round(median_error(share), 6) for share in TRANSFER_GRID}
     best = min(errors.values())
     return max(share for share, e in errors.items() if e == best)
+
+
+def fit_transfer(calibration: GroupedCalibration) -> GroupedCalibration:
+    """The calibration with its fitted transfer shares (`with_transfer`): one for every row, fitted
+    on the rows of plans that cost a model's own kernels, and one of their own for the approximate
+    plans when they have `MIN_RUNS_FOR_A_SHARE` runs."""
+    import numpy as np  # training only
+
+    approximate = calibration.approximate
+    own = float(np.sum(calibration.weights[approximate])) >= MIN_RUNS_FOR_A_SHARE
+    return calibration.with_transfer(
+        transfer_share(calibration, ~approximate), transfer_share(calibration, approximate) if own else None
+    )
 
 
 def _estimators(mapie: Any) -> list[Any]:
@@ -195,14 +202,14 @@ def calibrate_grouped(
     row_scores = np.asarray(mapie.conformity_scores, dtype=float)
     scores = np.sort(row_scores[np.isfinite(row_scores)])
     y = np.asarray(y, dtype=float)
-    oof, oof_overall = np.full(len(y), np.nan), np.full(len(y), np.nan)
+    oof, oof_offset = np.full(len(y), np.nan), np.full(len(y), np.nan)
     fold_estimators = mapie._mapie_regressor.estimator_.estimators_
     records = evidence_rows(X)
     for (_, held), estimator in zip(splitter.split(X, y, np.asarray(groups)), fold_estimators, strict=True):
         rows = [records[i] for i in held]
         oof[held] = estimator.predict(X.iloc[held], rows=rows)
         evidence = getattr(estimator, "evidence_", None)
-        oof_overall[held] = [evidence.offset(r) if evidence is not None else 0.0 for r in rows]
+        oof_offset[held] = [evidence.offset(r) if evidence is not None else 0.0 for r in rows]
     weights = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     approximate = (
         np.asarray(X["plan_approximate"], dtype=float) > 0
@@ -217,7 +224,7 @@ def calibrate_grouped(
         mapie=mapie,
         y=y,
         oof=oof,
-        oof_overall=oof_overall,
+        oof_offset=oof_offset,
         weights=weights,
     )
 

@@ -42,6 +42,7 @@ the shipped metadata stays small. Pure Python over rows; numpy only to count man
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -178,6 +179,13 @@ class Evidence:
             b + self.share(x) * s * (r - b)
             for r, s, b, x in zip(raw, self.shrink(rows), (self.offset(x) for x in rows), rows, strict=True)
         ]
+
+    def shared(self, transfer: float, approximate: float | None = None) -> Evidence:
+        """This evidence with the transfer shares `transfer` and, for the approximate plans,
+        `approximate` (None: `transfer` for them too)."""
+        return dataclasses.replace(
+            self, transfer=float(transfer), transfer_approximate=None if approximate is None else float(approximate)
+        )
 
     def share(self, row: Mapping[str, Any]) -> float:
         """The transfer share of one feature row: `transfer_approximate` for an approximate plan."""

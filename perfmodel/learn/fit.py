@@ -5,7 +5,6 @@ is exactly what is shipped."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -16,12 +15,11 @@ from perfmodel.catalog import get_gpu
 from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES, NUMERIC_FEATURES
 from perfmodel.learn.conformal import (
     CALIBRATION_LEVELS,
-    MIN_RUNS_FOR_A_SHARE,
     GroupedCalibration,
     calibrate_grouped,
+    fit_transfer,
     mondrian_runs,
     mondrian_scores,
-    transfer_share,
 )
 from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
 from perfmodel.learn.metadata import Conformal, ModelMetadata, MondrianCells, Residuals, TrainingDomain
@@ -187,11 +185,7 @@ def build_metadata(
 
 def _with_transfer(evidence: Any, calibration: GroupedCalibration) -> Any:
     """`evidence` with the calibration's transfer shares."""
-    if evidence is None:
-        return None
-    return dataclasses.replace(
-        evidence, transfer=calibration.transfer, transfer_approximate=calibration.transfer_approximate
-    )
+    return None if evidence is None else evidence.shared(calibration.transfer, calibration.transfer_approximate)
 
 
 def _calibrations(
@@ -202,10 +196,7 @@ def _calibrations(
     weights = run_weights(kept)
     groups = np.asarray([str(g) for g in kept[CALIBRATION_COLUMN]])
     calibration = calibrate_grouped(X, y, groups, config=config, max_splits=max_splits, sample_weight=weights)
-    approximate = calibration.approximate
-    share = transfer_share(calibration, ~approximate)
-    own = float(np.sum(weights[approximate])) >= MIN_RUNS_FOR_A_SHARE
-    calibration = calibration.with_transfer(share, transfer_share(calibration, approximate) if own else None)
+    calibration = fit_transfer(calibration)
     families = np.asarray([str(f) for f in kept[FAMILY_COLUMN]])
     if not family_calibration or len(np.unique(families)) < 2:
         return calibration, None
