@@ -81,6 +81,22 @@ MEASURED = [
         2.296e-3,
     ),
     (
+        # fxmarty/efficient-attention-benchmark@3335822 README.md, "Forward benchmark" (A100-SXM4-80GB,
+        # fp16): "|64 |1024 |64 |16 |13.884 |..." - softmax(q @ k^T / sqrt(d)) @ v, softmax in fp16
+        "attention math fp16 forward, A100",
+        "A100-80GB",
+        W.attention_work(64, 16, 1024, 1024, 64, "fp16", causal=False, variant="math", scores=W.SCORES_NATIVE_SOFTMAX),
+        13.884e-3,
+    ),
+    (
+        # the same README, "Benchmark forward + backward": "|64 |1024 |64 |16 |37.398 |..." (dropout 0.1)
+        "attention math fp16 forward+backward, A100",
+        "A100-80GB",
+        W.attention_work(64, 16, 1024, 1024, 64, "fp16", causal=False, variant="math", phase="full",
+                         scores=W.SCORES_NATIVE_SOFTMAX | W.SCORES_DROPOUT),  # fmt: skip
+        37.398e-3,
+    ),
+    (
         # linkedin/Liger-Kernel@b5672a15 all_benchmark_data.csv: rope, huggingface, full, T=8192,
         # {"hidden_size": 8192, "num_q_heads": 32, "num_kv_heads": 8, "dtype": "torch.bfloat16"}, A100-80GB, 4.248 ms
         "rotary bf16 forward+backward, A100",

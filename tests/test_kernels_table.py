@@ -131,3 +131,41 @@ def test_a_liger_sweep_flat_in_size_is_left_out(tmp_path: Path) -> None:
             for h in (1024, 2048, 4096, 8192)]  # fmt: skip
     got = import_liger_kernel_benchmarks(_liger_csv(tmp_path / "flat.csv", rows))
     assert got.rows == [] and sum(got.skipped.values()) == 4
+
+
+EAGER_ATTENTION_README = """Some prose.
+
+## Forward benchmark
+
+|bs|seqlen|headdim|nheads|PT eager (ms/forward)|PT native (ms/forward)|Hazy (ms/forward)|speedup|
+|---|---|---|---|---|---|---|---|
+|8  |512 |64 |12 |0.400 |0.200 |0.100 |2.0 |
+
+## Benchmark forward + backward
+
+|bs|seqlen|headdim|nheads|PT eager (ms/forward)|PT native (ms/forward)|PT Native speedup|
+|---|---|---|---|---|---|---|
+|16 |1024 |128 |24 |6.000 |5.000 |1.2 |
+|16 |256 |32 |12 |0.600 |0.300 |2.0 |
+"""
+
+
+def test_the_eager_attention_tables_become_math_attention_rows_with_their_own_kernels() -> None:
+    from collectors.public.kernels_misc import eager_attention_imports
+    from perfmodel.kernels import work as W
+
+    forward, training = eager_attention_imports(EAGER_ATTENTION_README)
+    assert (forward.source, len(forward.rows), training.source, len(training.rows)) == (
+        "fxmarty_eager_attention_forward_a100", 1, "fxmarty_eager_attention_training_a100", 2,
+    )  # fmt: skip
+    row = forward.rows[0]
+    assert (row["gpu"], row["kernel_kind"], row["variant"], row["dtype"], row["phase"]) == (
+        "A100-80GB", "attention", "math", "fp16", "forward",
+    )  # fmt: skip
+    assert row["time_s"] == pytest.approx(0.400e-3)  # the eager column, not SDPA's
+    assert row["shape"] == f"8x12x512x512x64x0x{W.SCORES_NATIVE_SOFTMAX}"
+    big = training.rows[0]
+    assert big["phase"] == "full" and big["time_s"] == pytest.approx(6.0e-3)
+    work = work_of_row(big)  # the stored row reads back as the work it measured, dropout included
+    flags = W.SCORES_NATIVE_SOFTMAX | W.SCORES_DROPOUT
+    assert work == W.attention_work(16, 24, 1024, 1024, 128, "fp16", causal=False, variant="math", phase="full", scores=flags)

@@ -74,6 +74,32 @@ def test_math_attention_moves_what_cuda_dispatches_by_hand() -> None:
     assert W.math_elementwise_bytes(bwd) == 28 * scores  # what streams beyond the GEMMs' own bytes
 
 
+def test_math_attention_with_a_native_softmax_and_dropout_moves_the_kernels_it_runs() -> None:
+    # fxmarty/efficient-attention-benchmark@3335822 benchmark_training.py: softmax(q @ k^T / sqrt(d))
+    # on fp16 scores (no cast), dropout p=0.1, @ v. Forward per score: QK^T writes 2, PV reads 2; the
+    # division 2+2; softmax 2+2; native_dropout reads 2, writes 2 and a 1-byte mask = 17 bytes, 2 GEMMs
+    # + 3 kernels. Backward: dP written, P and dS read (4 x 2); dropout's backward 2+1+2; softmax's
+    # 2+2+2; the division's 2+2 = 23 bytes, 4 GEMMs + 3 kernels. q, k, v, o (and the log-sum-exp row)
+    # as for every attention.
+    scores = 2 * 3 * 128 * 128
+    flags = W.SCORES_NATIVE_SOFTMAX | W.SCORES_DROPOUT
+    qkv_o = 4 * 2 * 3 * 128 * 64 * 2
+    fwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", phase="forward", scores=flags)
+    assert fwd.bytes_moved == 17 * scores + qkv_o + 2 * 3 * 128 * 4
+    assert fwd.launches == 5
+    bwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", phase="backward", scores=flags)
+    assert bwd.bytes_moved == 23 * scores + 2 * qkv_o + 2 * 3 * 128 * 4
+    assert bwd.launches == 7
+    assert W.math_elementwise_bytes(bwd) == 15 * scores
+    assert fwd.shape[-1] == flags  # the kernel table reads the flags back from the shape
+    # fp32 has no casts to drop: the native softmax moves what the default path does
+    plain = W.attention_work(2, 3, 128, 128, 64, "fp32", causal=False, variant="math", phase="full")
+    native = W.attention_work(2, 3, 128, 128, 64, "fp32", causal=False, variant="math", phase="full", scores=1)
+    assert native.bytes_moved == plain.bytes_moved and native.launches == plain.launches
+    with pytest.raises(ValueError, match="scores flags"):
+        W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", scores=4)
+
+
 def test_every_constructor_keeps_moved_at_least_ideal() -> None:
     works = [
         W.norm_work(512, 768, d, variant=v, impl=i, phase=p)

@@ -2,11 +2,12 @@
 (columns: `perfmodel.schema.KERNEL_COLUMNS`) and datasets/kernels/REPORT.md (rows per source,
 accelerator and kind; what was skipped and why).
 
-    perfmodel kernels build [--public-dir DIR] [--neusight-repo PATH]
+    perfmodel kernels build [--public-dir DIR] [--neusight-repo PATH] [--attention-repo PATH]
 
 Sources: shared/data/public/liger_kernel_benchmarks.csv and ml_engineering_mamf_matmul.csv; the
 NeuSight per-op traces in shared/data/public_raw/neusight; NeuSight's operator datasets from a
-checkout of sitar-lab/NeuSight (optional: without it the committed parquet of that source is kept);
+checkout of sitar-lab/NeuSight and the eager attention tables from one of
+fxmarty/efficient-attention-benchmark (optional: without them the committed parquets are kept);
 the collectors' micro-benchmark shards in datasets/raw; two small published tables (kernels_misc).
 """
 
@@ -21,6 +22,7 @@ import pandas as pd
 from collectors.public.kernel_rows import KernelImport
 from collectors.public.kernels_liger import import_liger_kernel_benchmarks
 from collectors.public.kernels_misc import (
+    import_eager_attention_a100,
     import_flash_attention_a100,
     import_mamf,
     import_microbench,
@@ -36,6 +38,7 @@ def build_kernel_table(
     out_dir: str | Path,
     raw_dir: str | Path,
     neusight_repo: str | Path | None = None,
+    attention_repo: str | Path | None = None,
 ) -> dict[str, Any]:
     """Import every source found, write one parquet per source and REPORT.md; return the summary."""
     public = Path(public_dir)
@@ -54,6 +57,8 @@ def build_kernel_table(
     if neusight_repo is not None:
         results.append(import_neusight_op_datasets(neusight_repo))
         results.append(import_neusight_fp16mm(neusight_repo))
+    if attention_repo is not None:
+        results.extend(import_eager_attention_a100(attention_repo))
     results.append(import_microbench(raw_dir))
     results.append(import_flash_attention_a100())
     frames = {r.source: r.frame() for r in results}

@@ -18,6 +18,15 @@ a FlashAttention-2 forward table on A100 and NeuSight's fp16 bmm check on H100.
   same (312 TFLOP/s), so the row says fp16, flash-attention's benchmark default.
 - sitar-lab/NeuSight scripts/asplos/fp16mm.csv (fp16mm_exp.py): 9 torch.bmm timings in fp16 on H100
   (device config NVIDIA_H100_80GB_HBM3), (B, M, N) @ (B, N, K), mean of the fastest 5 of 25 calls.
+- fxmarty/efficient-attention-benchmark README.md @ 3335822 (PyTorch 2.1.0.dev20230306, one
+  A100-SXM4-80GB, fp16): the eager attention (`softmax(q @ k^T / sqrt(d)) @ v`, softmax in fp16, no
+  mask) over batch 8/16/64 x seq 64-1024 x head_dim 32/64/128 x heads 12/16/24; its "Forward
+  benchmark" table (benchmark.py: under inference_mode, dropout p = 0, a no-op) and its "Benchmark
+  forward + backward" table (the grid of benchmark_training.py at 423c3fb: q, k, v parameters,
+  dropout p = 0.1 on the probabilities, `.sum().backward()`, CUDA events over 30 iterations). Two
+  sources (each its own timing protocol: one has a host-bound floor of 0.1 ms, the other 0.55 ms).
+  The tables' SDPA ("PT native") columns are not imported: that nightly's SDPA ran FlashAttention
+  v1 (FlashAttention-2 reached PyTorch in 2.2), not the kernel the 'flash' variant prices.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import pandas as pd
 
 from collectors.public.kernel_rows import KernelImport
 from collectors.public.ml_engineering import read_mamf_matmul
+from perfmodel.errors import DataError
 from perfmodel.kernels import work as W
 
 FA2_A100 = (
@@ -43,6 +53,17 @@ FA2_A100 = (
 )  # fmt: skip
 FA2_CITATION = "liangan1/GPU_travel@07d0469e8af6ebe7d66ed1bcbc88ff86bae025d4:performance/flash-attn/README.md"
 FP16MM_CITATION = "sitar-lab/NeuSight@6945927d9afcca2b9daf021f8395e53edc5b4eef:scripts/asplos/fp16mm.csv"
+EAGER_ATTENTION_COMMIT = "3335822290b0d498f85f92b91a42f92aca640352"
+EAGER_ATTENTION_CITATION = f"fxmarty/efficient-attention-benchmark@{EAGER_ATTENTION_COMMIT}:README.md"
+EAGER_ATTENTION_TABLES = {
+    "## Forward benchmark": ("fxmarty_eager_attention_forward_a100", "forward", W.SCORES_NATIVE_SOFTMAX),
+    "## Benchmark forward + backward": (
+        "fxmarty_eager_attention_training_a100",
+        "full",
+        W.SCORES_NATIVE_SOFTMAX | W.SCORES_DROPOUT,
+    ),
+}
+"""README section -> (source, phase, attention_work score flags)."""
 
 
 def import_mamf(path: str | Path) -> KernelImport:
@@ -132,21 +153,71 @@ def import_flash_attention_a100() -> KernelImport:
     return out
 
 
+def _git_show(repo: str | Path, commit: str, path: str) -> str:
+    git = Path(repo) / ".git" if (Path(repo) / ".git").exists() else Path(repo)
+    return subprocess.run(
+        ["git", "--git-dir", str(git), "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def read_eager_attention_tables(readme: str) -> dict[str, list[dict[str, float]]]:
+    """The README's Markdown tables by section heading: rows of bs, seqlen, headdim, nheads and the
+    eager attention's ms per call."""
+    out: dict[str, list[dict[str, float]]] = {}
+    section = None
+    for line in readme.splitlines():
+        if line.startswith("## "):
+            section = line.strip()
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if section is None or not line.startswith("|") or not cells[0].isdigit():
+            continue
+        bs, seqlen, headdim, nheads = (int(c) for c in cells[:4])
+        out.setdefault(section, []).append(
+            {"bs": bs, "seqlen": seqlen, "headdim": headdim, "nheads": nheads, "eager_ms": float(cells[4])}
+        )
+    return out
+
+
+def import_eager_attention_a100(repo: str | Path) -> list[KernelImport]:
+    """Both tables of fxmarty/efficient-attention-benchmark's README (module docstring), one source each."""
+    return eager_attention_imports(_git_show(repo, EAGER_ATTENTION_COMMIT, "README.md"))
+
+
+def eager_attention_imports(readme: str) -> list[KernelImport]:
+    """`import_eager_attention_a100` on the README's text."""
+    tables = read_eager_attention_tables(readme)
+    results = []
+    for heading, (source, phase, flags) in EAGER_ATTENTION_TABLES.items():
+        out = KernelImport(source)
+        rows = tables.get(heading, [])
+        if not rows:
+            raise DataError(f"{EAGER_ATTENTION_CITATION}: no table under {heading!r}")
+        for r in rows:
+            work = W.attention_work(
+                int(r["bs"]), int(r["nheads"]), int(r["seqlen"]), int(r["seqlen"]), int(r["headdim"]), "fp16",
+                causal=False, variant="math", phase=phase, scores=flags,
+            )  # fmt: skip
+            out.add(
+                work,
+                gpu="A100-80GB",
+                time_s=float(r["eager_ms"]) / 1e3,
+                citation=EAGER_ATTENTION_CITATION,
+                identity={k: r[k] for k in ("bs", "seqlen", "headdim", "nheads")},
+                gpu_name_raw="NVIDIA A100-SXM4-80GB",
+                provider_raw="PyTorch 2.1.0.dev20230306+cu117 eager",
+                kernel_name_raw="attention_pytorch_eager",
+                torch_version="2.1.0.dev20230306+cu117",
+                notes=f"{heading.removeprefix('## ')}: q @ k^T / sqrt(d), softmax in fp16, "
+                + ("dropout p 0.1, .sum().backward(); CUDA events, mean of 30" if phase == "full" else "inference_mode"),
+            )
+        results.append(out)
+    return results
+
+
 def import_neusight_fp16mm(repo: str | Path) -> KernelImport:
     out = KernelImport("neusight_fp16mm_h100")
-    git = repo / ".git" if (Path(repo) / ".git").exists() else Path(repo)
-    text = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(git),
-            "show",
-            "6945927d9afcca2b9daf021f8395e53edc5b4eef:scripts/asplos/fp16mm.csv",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    text = _git_show(repo, FP16MM_CITATION.split("@")[1].split(":")[0], "scripts/asplos/fp16mm.csv")
     for r in pd.read_csv(io.StringIO(text)).to_dict("records"):
         b, m, n, k = (int(r[c]) for c in "BMNK")
         work = W.matmul_work(m, k, n, "fp16", batch=b)

@@ -41,6 +41,13 @@ def build_command(
             help="A clone of sitar-lab/NeuSight for its operator datasets (without it, the committed rows of that source stay).",
         ),
     ] = None,
+    attention_repo: Annotated[
+        _Path,
+        typer.Option(
+            "--attention-repo",
+            help="A clone of fxmarty/efficient-attention-benchmark for its eager attention tables (without it, the committed rows stay).",
+        ),
+    ] = None,
     out: Annotated[_Path, typer.Option("--out", help="Output folder (default: <datasets>/kernels).")] = None,
     json_out: Annotated[bool, _JSON] = False,
 ) -> None:
@@ -54,6 +61,7 @@ def build_command(
         out_dir=out or paths.kernels_dir(),
         raw_dir=paths.raw_dir(),
         neusight_repo=neusight_repo,
+        attention_repo=attention_repo,
     )
     if json_out:
         _common.print_json(summary)

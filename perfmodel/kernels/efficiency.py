@@ -254,7 +254,7 @@ def _gemm_parts(work: KernelWork) -> list[tuple[int, int, int, int]]:
     if work.kind == "conv":
         m, n, k = work.shape
         return [(pm, pn, pk, 1) for pm, pn, pk in gemm_parts(m, n, k, work.phase, "gemm")]
-    b, h, s_q, s_kv, d, _ = work.shape
+    b, h, s_q, s_kv, d = work.shape[:5]
     if work.variant == "math":  # QK^T and PV as batched GEMMs; backward: dV, dP, dQ, dK
         fwd = [(s_q, s_kv, d, b * h), (s_q, d, s_kv, b * h)]
         bwd = [(s_kv, d, s_q, b * h), (s_q, s_kv, d, b * h), (s_q, d, s_kv, b * h), (s_kv, d, s_q, b * h)]

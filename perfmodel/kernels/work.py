@@ -104,6 +104,17 @@ under autocast, @ v) dispatch the same kernels on CUDA:
 The CPU census of the same module (perfmodel.kernels.census) counts more: the CPU runs softmax's
 dtype= as its own cast and copies K^T; on a GPU the bmm reads it transposed."""
 
+SCORES_NATIVE_SOFTMAX = 1
+"""`attention_work(scores=...)` flag: softmax in the scores' own dtype, no fp32 casts (a module that
+calls torch.softmax on 16-bit scores outside autocast: fxmarty/efficient-attention-benchmark's
+attention_pytorch_eager). Per score, 16-bit: forward scale 2e + softmax 2e; backward softmax 3e +
+scale 2e; two kernels each (the fp32 path's bytes at e = 4)."""
+SCORES_DROPOUT = 2
+"""`attention_work(scores=...)` flag: dropout with p > 0 on the probabilities (at::native_dropout
+writes the output and a bool mask, e + e + 1 bytes per score; its backward reads the gradient and
+the mask and writes e + 1 + e: one kernel each). Models whose attention has a dropout rate (BERT's
+attention_probs_dropout_prob) run it in training; p = 0 is a no-op in at::dropout."""
+
 FLASH_BACKWARD_FLOPS_RATIO = 2.5
 """Backward FLOPs / forward FLOPs of attention: 5 matmuls against 2 (flash-attention
 benchmarks/benchmark_flash_attention.py: flops backward = 2.5 x forward)."""
@@ -305,20 +316,26 @@ def attention_work(
     causal: bool,
     variant: str = "flash",
     phase: str = "forward",
+    scores: int = 0,
 ) -> KernelWork:
     """Scaled dot-product attention over (batch, heads, s, head_dim) tensors. FLOPs count the
     unmasked scores only (a causal mask halves them at s_q = s_kv, as flash-attention's benchmarks
     do); the 'math' path computes every score (the mask is applied after QK^T) and moves the
-    (s_q x s_kv) matrices through HBM (MATH_SCORE_BYTES; a causal mask adds its add kernel)."""
+    (s_q x s_kv) matrices through HBM (MATH_SCORE_BYTES; a causal mask adds its add kernel). `scores`
+    (math only): SCORES_NATIVE_SOFTMAX and / or SCORES_DROPOUT, kept as the shape's seventh entry
+    (absent when 0) so the kernel table reads the work back."""
     _check_dims("attention_work", batch=batch, heads=heads, s_q=s_q, s_kv=s_kv, head_dim=head_dim)
     if variant not in VARIANTS["attention"]:
         raise ValueError(
             f"attention variant must be one of {', '.join(VARIANTS['attention'])}; got {variant!r}"
         )
     e = _e(dtype)
+    if scores & ~(SCORES_NATIVE_SOFTMAX | SCORES_DROPOUT) or scores < 0:
+        raise ValueError(f"attention scores flags must be a sum of SCORES_NATIVE_SOFTMAX and SCORES_DROPOUT; got {scores!r}")
     kept = 1.0 - s_q / (2.0 * s_kv) if causal and s_q <= s_kv else 1.0  # bottom-right aligned causal mask
-    scores = float(batch * heads * s_q * s_kv)
-    fwd_flops = 4.0 * scores * head_dim * (1.0 if variant == "math" else kept)
+    flags = scores if variant == "math" else 0
+    scores_n = float(batch * heads * s_q * s_kv)
+    fwd_flops = 4.0 * scores_n * head_dim * (1.0 if variant == "math" else kept)
     qkv = batch * heads * (2 * s_q + 2 * s_kv) * head_dim * e  # q, k, v read; o written
     flops = ideal = launches = 0.0
     for ph in _phases(phase):
@@ -332,8 +349,9 @@ def attention_work(
             launches += FLASH_BACKWARD_LAUNCHES if variant == "flash" else 2
     moved = ideal
     if variant == "math":
-        operand, elementwise, launches = _math_scores(dtype, phase, causal)
-        moved = ideal + (operand + elementwise) * scores
+        operand, elementwise, extra = _math_scores(dtype, phase, causal, flags)
+        moved = ideal + (operand + elementwise) * scores_n
+        launches = extra
     return KernelWork(
         kind="attention",
         impl="eager",
@@ -344,7 +362,7 @@ def attention_work(
         bytes=ideal,
         bytes_moved=max(moved, ideal),
         launches=launches,
-        shape=(batch, heads, s_q, s_kv, head_dim, int(causal)),
+        shape=(batch, heads, s_q, s_kv, head_dim, int(causal), *((flags,) if flags else ())),
     )
 
 
@@ -690,13 +708,18 @@ def conv_work(
     )
 
 
-def _math_scores(dtype: str, phase: str, causal: bool) -> tuple[float, float, float]:
-    """A 'math' attention over its phases (MATH_SCORE_BYTES): (bytes per score its GEMMs move, bytes
-    per score its elementwise kernels move, kernels launched, GEMMs included)."""
-    cls = "half" if _e(dtype) == 2 else "fp32"
+def _math_scores(dtype: str, phase: str, causal: bool, flags: int = 0) -> tuple[float, float, float]:
+    """A 'math' attention over its phases (MATH_SCORE_BYTES, SCORES_* flags): (bytes per score its
+    GEMMs move, bytes per score its elementwise kernels move, kernels launched, GEMMs included)."""
+    e = _e(dtype)
+    cls = "half" if e == 2 else "fp32"
     operand = elementwise = launches = 0.0
     for ph in _phases(phase):
         gemm, mask, other, n = MATH_SCORE_BYTES[(cls, ph)]
+        if flags & SCORES_NATIVE_SOFTMAX:
+            other, n = (4 * e if ph == "forward" else 5 * e), 2
+        if flags & SCORES_DROPOUT:
+            other, n = other + 2 * e + 1, n + 1
         operand += gemm
         elementwise += other + (mask if causal else 0.0)
         launches += (2 if ph == "forward" else 4) + n + (1 if causal and mask else 0)
@@ -706,5 +729,6 @@ def _math_scores(dtype: str, phase: str, causal: bool) -> tuple[float, float, fl
 def math_elementwise_bytes(work: KernelWork) -> float:
     """Bytes of a 'math' attention's elementwise kernels (scale, mask add, casts, softmax): the
     traffic beyond its batched GEMMs' own, streamed at the elementwise kernels' efficiency."""
-    batch, heads, s_q, s_kv, _, causal = work.shape
-    return _math_scores(work.dtype, work.phase, bool(causal))[1] * float(batch * heads * s_q * s_kv)
+    batch, heads, s_q, s_kv, _, causal, *flags = work.shape
+    scores = float(batch * heads * s_q * s_kv)
+    return _math_scores(work.dtype, work.phase, bool(causal), flags[0] if flags else 0)[1] * scores
