@@ -48,6 +48,12 @@ LORA_DTYPES = ("fp32", "model")
 """The dtype of LoRA adapters: `fp32` (PEFT upcasts 16-bit adapters, autocast_adapter_dtype=True, and
 casts each adapter's input to it), `model` (adapters in the model's dtype, no cast)."""
 
+SOFTMAX_MODES = ("fp32", "native")
+"""How an eager ('math') attention's softmax runs when the model itself is 16-bit (no autocast):
+`fp32` (Hugging Face eager_attention_forward: softmax(dtype=torch.float32), then a cast back), `native`
+(F.softmax on the 16-bit scores: DeepLearningExamples' BERT and Transformer-XL under apex amp O2).
+Under autocast (amp_*) softmax runs in fp32 either way; in fp32 the two are the same."""
+
 LOSS_MODES = ("materialized", "chunked", "fused-linear")
 """How the loss over the vocabulary runs: `materialized` (the full tokens x vocab logits, upcast
 to fp32, then cross-entropy: Hugging Face ForCausalLMLoss), `chunked` (logits and loss computed
@@ -96,6 +102,8 @@ class FrameworkRecipe:
     """How grouped-query attention reaches the attention kernel (one of GQA_MODES)."""
     lora_dtype: str = "fp32"
     """The dtype LoRA adapters are kept and run in (one of LORA_DTYPES)."""
+    softmax: str = "fp32"
+    """An eager attention's softmax in a 16-bit model (one of SOFTMAX_MODES)."""
     full_single_device_optimizer_state: str = ""
     """How a full fine-tune on one device stores its optimizer states by default, where the stack's
     single-device full fine-tuning configs differ from its others (one of OPTIMIZER_STATES; '': as
@@ -137,6 +145,7 @@ class FrameworkRecipe:
             ("loss", LOSS_MODES),
             ("gqa", GQA_MODES),
             ("lora_dtype", LORA_DTYPES),
+            ("softmax", SOFTMAX_MODES),
             ("full_single_device_optimizer_state", ("", *OPTIMIZER_STATES)),
         ):
             value = getattr(self, attr)

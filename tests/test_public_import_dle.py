@@ -152,6 +152,15 @@ def test_hand_checked_rows(result) -> None:
         2048,
     )
     assert r["step_time_s"] == pytest.approx(32 * 192 / 41527)
+    assert r["attention_kernel"] == "eager" and "mem_transformer.py" in r["notes"]
+    # the PyTorch BERT pre-training row above runs under autocast (run_pretraining.py), SQuAD fine-tuning
+    # under apex amp O2 (run_squad.py --fp16): the model in fp16, precision 'fp16'
+    bert = kept_from(rows, "PyTorch/LanguageModeling/BERT/README.md")
+    squad = bert[bert["notes"].str.contains("SQuAD")]
+    pretraining = bert[bert["notes"].str.contains("pre-training")]
+    assert set(squad["precision"]) == {"fp16", "fp32", "tf32"} and squad["notes"].str.contains("O2").sum() == (squad["precision"] == "fp16").sum()
+    assert set(pretraining["precision"]) >= {"amp_fp16"} and "fp16" not in set(pretraining["precision"])
+    assert bert["attention_kernel"].eq("eager").all()
     # CSV line 312 (19 sequences/s in fp32 on one V100) is skipped as faster than the fp32 peak
     bert_v100 = kept_from(rows, "PyTorch/LanguageModeling/BERT/README.md")
     phase2 = bert_v100[bert_v100["citation"].str.contains("| 1 | 2048 and 2048 |", regex=False)]

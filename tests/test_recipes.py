@@ -109,3 +109,9 @@ def test_the_resolved_config_of_a_custom_recipe_reads_back_as_the_same_recipe():
     assert costed(recipe_of(again)) == costed(recipe_of(w))
     named = load_config_text(BASE + "framework: acme-trainer\n")
     assert workload_to_native(named)["framework"] == "acme-trainer"
+
+
+def test_a_recipes_softmax_mode_is_checked():
+    assert get_recipe("dle-ngc").softmax == "native" and get_recipe("hf-eager").softmax == "fp32"
+    with pytest.raises(ConfigError, match="softmax must be one of fp32, native"):
+        FrameworkRecipe(name="x", softmax="fp16")

@@ -203,3 +203,19 @@ def test_a_network_that_is_not_a_torchvision_resnet_keeps_the_representative_con
     cnn = dataclasses.replace(get_model("resnet50"), params_total=25_560_000)  # timm's rounded count
     w = dataclasses.replace(_w("resnet50", precision="amp_bf16", micro_batch_size=64, seq_len=None), model=cnn)
     assert _by(plan_step(w), "convolutions forward")
+
+
+def test_a_16_bit_model_under_apex_o2_runs_its_eager_softmax_on_the_16_bit_scores():
+    # DeepLearningExamples' BERT under apex amp O2 (the dle-ngc recipe: softmax native) calls F.softmax
+    # on fp16 scores: 4e bytes per score forward (division, softmax) against Hugging Face's 24 with its
+    # fp32 softmax and casts; under autocast softmax runs in fp32 whatever the recipe says
+    def forward_attention(framework: str, precision: str):
+        w = _w("bert-large", framework=framework, precision=precision, seq_len=384, attention_kernel="eager")
+        (k,) = [k for k in plan_step(w).kernels if k.work.kind == "attention" and k.work.phase == "forward"]
+        return k.work
+
+    scores = 4 * 16 * 384 * 384
+    dle, hf = forward_attention("dle-ngc", "fp16"), forward_attention("hf-eager", "fp16")
+    assert hf.bytes_moved - dle.bytes_moved == pytest.approx((24 - 8) * scores)
+    assert dle.shape[-1] == 1 and len(hf.shape) == 6  # the native-softmax flag, only where it holds
+    assert forward_attention("dle-ngc", "amp_fp16").bytes_moved == forward_attention("hf-eager", "amp_fp16").bytes_moved

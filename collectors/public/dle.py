@@ -523,6 +523,29 @@ says so (a CNN row's `channels_last`). TensorFlow's ConvNets default to NCHW
 commands pass no format: left NCHW."""
 
 
+MATH_ATTENTION: dict[str, str] = {
+    "PyTorch/LanguageModeling/BERT": "eager attention (modeling.py BertSelfAttention.forward: torch.bmm, "
+    "/ sqrt(d), + mask, F.softmax, dropout, torch.bmm @ 729963dd)",
+    "PyTorch/LanguageModeling/Transformer-XL": "eager attention (pytorch/mem_transformer.py "
+    "RelPartialLearnableMultiHeadAttn: einsum scores, F.softmax, dropatt, einsum @ 729963dd)",
+}
+"""PyTorch models of the README tables whose attention materialises the scores (a row's
+attention_kernel 'eager'; the dle-ngc recipe's default, which a row's empty cell would not reach)."""
+
+APEX_O2: dict[str, str] = {
+    "PyTorch/LanguageModeling/BERT": "apex amp O2 (run_squad.py amp.initialize(opt_level='O2') with --fp16 "
+    "@ 729963dd): the model in fp16 with fp32 master weights",
+    "PyTorch/LanguageModeling/Transformer-XL": "apex amp O2 (pytorch/train.py --amp apex and "
+    "--apex_amp_opt_level O2 by default @ 729963dd): the model in fp16 with fp32 master weights",
+}
+"""PyTorch training scripts whose 16-bit runs cast the model to fp16 (precision 'fp16', not autocast's
+'amp_fp16'); BERT's pre-training (run_pretraining.py) runs under torch.cuda.amp.autocast instead."""
+
+
+def _prefixed(table: dict[str, str], path: str) -> str | None:
+    return next((note for prefix, note in table.items() if path.startswith(prefix)), None)
+
+
 def _add(
     sink: RowSink,
     r: Mapping[str, str],
@@ -563,6 +586,13 @@ def _add(
     nhwc = bool(nhwc_note) and precision.endswith("fp16")
     if nhwc:
         notes.append(str(nhwc_note))
+    attention = _prefixed(MATH_ATTENTION, r["citation_path"])
+    if attention:
+        notes.append(attention)
+    o2 = _prefixed(APEX_O2, r["citation_path"]) if precision == "amp_fp16" else None
+    if o2 and "pre-training" not in spec.notes:
+        precision = "fp16"
+        notes.append(o2)
     run_key = {
         "path": r["citation_path"],
         "model": spec.model[0],
@@ -598,6 +628,7 @@ def _add(
         layout=Layout(gpu, n_gpus, num_nodes=num_nodes or AUTO, gpu_name_raw=r["gpu"]),
         framework="dle-ngc",
         channels_last=nhwc,
+        attention_kernel="eager" if attention else None,
         step_time_s=step,
         samples_per_s=samples,
         tokens_per_s=tokens,

@@ -250,11 +250,26 @@ def _latest_versions(frame: pd.DataFrame, sink: RowSink) -> pd.DataFrame:
     return frame[~same].sort_index()
 
 
+EAGER_ATTENTION_FAMILIES = {
+    "bert": "LambdaLabsML/DeepLearningExamples runs NVIDIA's PyTorch BERT run_squad.py with --fp16: apex amp O2, "
+    "the model in fp16; eager attention (modeling.py BertSelfAttention: torch.bmm, F.softmax, dropout)",
+    "transformer-xl": "Transformer-XL pytorch/train.py --fp16 with --amp apex, --apex_amp_opt_level O2 by default: "
+    "the model in fp16; eager attention (mem_transformer.py)",
+}
+"""Tasks whose 16-bit runs cast the model to fp16 under apex amp O2 (precision 'fp16') and compute
+attention on the math path (attention_kernel 'eager'): NVIDIA/DeepLearningExamples@729963dd, which
+the benchmark's fork (pytorch/README.md: git clone LambdaLabsML/DeepLearningExamples) runs."""
+
+
 def _add(
     sink: RowSink, r: pd.Series, gpu: str, n_gpus: int, gbs: int, throughput: float, repeat: int
 ) -> None:
     model, family, arch, seq_len, unit = TASKS[r["model"]]
-    if r["precision"].startswith("fp16"):
+    eager = family in EAGER_ATTENTION_FAMILIES
+    if r["precision"].startswith("fp16") and eager:
+        precision = "fp16"
+        prec_note = f"fp16 -> fp16 ({EAGER_ATTENTION_FAMILIES[family]})"
+    elif r["precision"].startswith("fp16"):
         precision = "amp_fp16"
         prec_note = "fp16 (AMP/mixed) -> amp_fp16"
     else:
@@ -318,6 +333,7 @@ def _add(
         optimizer=TASK_OPTIMIZER.get(r["model"]),
         layout=Layout(gpu, n_gpus, num_nodes=1 if n_gpus <= 8 else None, gpu_name_raw=r["config_name"]),
         framework="dle-ngc",
+        attention_kernel="eager" if eager else None,
         step_time_s=step,
         tokens_per_s=tokens,
         samples_per_s=samples,

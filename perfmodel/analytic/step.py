@@ -37,6 +37,7 @@ from perfmodel.analytic.overhead import trainable_tensors
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
+    SCORES_NATIVE_SOFTMAX,
     KernelWork,
     activation_work,
     attention_work,
@@ -415,6 +416,7 @@ def _transformer_layers(
             causal=causal,
             variant=attn_variant,
             phase=ph,
+            scores=SCORES_NATIVE_SOFTMAX if recipe.softmax == "native" and t.is_half else 0,
         ),
         ckpt,
         backward=grads,
