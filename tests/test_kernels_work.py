@@ -97,7 +97,15 @@ def test_math_attention_with_a_native_softmax_and_dropout_moves_the_kernels_it_r
     native = W.attention_work(2, 3, 128, 128, 64, "fp32", causal=False, variant="math", phase="full", scores=1)
     assert native.bytes_moved == plain.bytes_moved and native.launches == plain.launches
     with pytest.raises(ValueError, match="scores flags"):
-        W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", scores=4)
+        W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", scores=8)
+    # fused (a compiler's one kernel per phase, the causal mask add and the dropout inside): forward
+    # reads 2, writes 2 and the 1-byte mask; backward reads the gradient 2, the probabilities 2 and the
+    # mask 1, writes 2; one kernel each beside the GEMMs
+    fused = W.SCORES_FUSED | W.SCORES_DROPOUT
+    fwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=True, variant="math", phase="forward", scores=fused)
+    assert fwd.bytes_moved == (4 + 5) * scores + qkv_o + 2 * 3 * 128 * 4 and fwd.launches == 3
+    bwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=True, variant="math", phase="backward", scores=fused)
+    assert bwd.bytes_moved == (8 + 7) * scores + 2 * qkv_o + 2 * 3 * 128 * 4 and bwd.launches == 5
 
 
 def test_every_constructor_keeps_moved_at_least_ideal() -> None:

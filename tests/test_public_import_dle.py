@@ -160,6 +160,8 @@ def test_hand_checked_rows(result) -> None:
     pretraining = bert[bert["notes"].str.contains("pre-training")]
     assert set(squad["precision"]) == {"fp16", "fp32", "tf32"} and squad["notes"].str.contains("O2").sum() == (squad["precision"] == "fp16").sum()
     assert set(pretraining["precision"]) >= {"amp_fp16"} and "fp16" not in set(pretraining["precision"])
+    # pre-training scripts the model for NVFuser (run_pretraining.py torch.jit.script): torch_compile
+    assert pretraining["torch_compile"].eq(True).all() and squad["torch_compile"].isna().all()
     assert bert["attention_kernel"].eq("eager").all()
     # CSV line 312 (19 sequences/s in fp32 on one V100) is skipped as faster than the fp32 peak
     bert_v100 = kept_from(rows, "PyTorch/LanguageModeling/BERT/README.md")

@@ -219,3 +219,22 @@ def test_a_16_bit_model_under_apex_o2_runs_its_eager_softmax_on_the_16_bit_score
     assert hf.bytes_moved - dle.bytes_moved == pytest.approx((24 - 8) * scores)
     assert dle.shape[-1] == 1 and len(hf.shape) == 6  # the native-softmax flag, only where it holds
     assert forward_attention("dle-ngc", "amp_fp16").bytes_moved == forward_attention("hf-eager", "amp_fp16").bytes_moved
+
+
+def test_a_compiled_math_attention_runs_its_softmax_chain_as_one_kernel_with_the_dropout_inside():
+    # BERT-large (attention_probs_dropout_prob 0.1) in autocast fp16 with eager attention: op by op the
+    # scale, mask add, casts, softmax and a dropout of their own; compiled (torch.compile, or
+    # TorchScript with NVFuser), one kernel per phase that draws the mask itself
+    w = _w("bert-large", framework="hf-eager", precision="amp_fp16", seq_len=512, attention_kernel="eager")
+    compiled = dataclasses.replace(w, training=dataclasses.replace(w.training, torch_compile=True))
+    eager_plan, compiled_plan = plan_step(w), plan_step(compiled)
+    assert _by(eager_plan, "attention-probability dropout") and not _by(compiled_plan, "attention-probability dropout")
+
+    def attention(plan):
+        (k,) = [k for k in plan.kernels if k.work.kind == "attention" and k.work.phase == "forward"]
+        return k.work
+
+    scores = 4 * 16 * 512 * 512
+    assert attention(compiled_plan).shape[-1] == 4 | 2  # SCORES_FUSED | SCORES_DROPOUT
+    # forward per score (an encoder: no causal mask): 4 (GEMMs) + 2 + 2 + 1 fused, against 4 + 24 op by op
+    assert attention(eager_plan).bytes_moved - attention(compiled_plan).bytes_moved == pytest.approx((28 - 9) * scores)

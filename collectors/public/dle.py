@@ -542,6 +542,15 @@ APEX_O2: dict[str, str] = {
 'amp_fp16'); BERT's pre-training (run_pretraining.py) runs under torch.cuda.amp.autocast instead."""
 
 
+NVFUSER_PRETRAINING = (
+    "PyTorch/LanguageModeling/BERT",
+    "TorchScript with NVFuser (run_pretraining.py: torch._C._jit_set_nvfuser_enabled(True), "
+    "model = torch.jit.script(model) unless --disable_jit_fusions @ 729963dd): its elementwise chains "
+    "run fused, as torch_compile",
+)
+"""BERT pre-training scripts the whole model for NVFuser (a row's torch_compile); the SQuAD script does not."""
+
+
 def _prefixed(table: dict[str, str], path: str) -> str | None:
     return next((note for prefix, note in table.items() if path.startswith(prefix)), None)
 
@@ -593,6 +602,9 @@ def _add(
     if o2 and "pre-training" not in spec.notes:
         precision = "fp16"
         notes.append(o2)
+    scripted = r["citation_path"].startswith(NVFUSER_PRETRAINING[0]) and "pre-training" in spec.notes
+    if scripted:
+        notes.append(NVFUSER_PRETRAINING[1])
     run_key = {
         "path": r["citation_path"],
         "model": spec.model[0],
@@ -629,6 +641,7 @@ def _add(
         framework="dle-ngc",
         channels_last=nhwc,
         attention_kernel="eager" if attention else None,
+        torch_compile=True if scripted else None,
         step_time_s=step,
         samples_per_s=samples,
         tokens_per_s=tokens,

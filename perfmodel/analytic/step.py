@@ -37,6 +37,8 @@ from perfmodel.analytic.overhead import trainable_tensors
 from perfmodel.analytic.params import ParamCounts, count_params
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
+    SCORES_DROPOUT,
+    SCORES_FUSED,
     SCORES_NATIVE_SOFTMAX,
     KernelWork,
     activation_work,
@@ -403,6 +405,13 @@ def _transformer_layers(
             ckpt,
             backward=grads,
         )
+    # the kernels between a math attention's two GEMMs: one fused kernel when a compiler fuses the
+    # chain (the dropout inside it), else the recipe's softmax, with the dropout a kernel of its own
+    fused_scores = attn_variant == "math" and recipe.compile and not on_cpu
+    if fused_scores:
+        score_kernels = SCORES_FUSED | (SCORES_DROPOUT if m.dropout > 0 and grads else 0)
+    else:
+        score_kernels = SCORES_NATIVE_SOFTMAX if recipe.softmax == "native" and t.is_half else 0
     _full(
         layer,
         "attention",
@@ -416,7 +425,7 @@ def _transformer_layers(
             causal=causal,
             variant=attn_variant,
             phase=ph,
-            scores=SCORES_NATIVE_SOFTMAX if recipe.softmax == "native" and t.is_half else 0,
+            scores=score_kernels,
         ),
         ckpt,
         backward=grads,
@@ -458,7 +467,7 @@ def _transformer_layers(
     if m.dropout > 0:  # GPT-2 resid/attn_pdrop, BERT hidden/attention_probs_dropout_prob (model.dropout)
         # after the attention's output projection and after the MLP
         _dropout(layer, "residual dropout", tokens * d, act, ckpt, calls=2.0, backward=grads, impl=e_impl)
-        if attn_variant == "math":  # SDPA's kernels draw the attention-probability mask inside
+        if attn_variant == "math" and not fused_scores:  # SDPA's kernels draw the mask inside, as a fused chain does
             scores = batch * heads * seq_local * (t.seq_len if par.context_parallel > 1 else seq_local)
             probs = mm if mm in ("bf16", "fp16") else act
             _dropout(layer, "attention-probability dropout", scores, probs, ckpt, backward=grads)

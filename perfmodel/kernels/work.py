@@ -114,6 +114,13 @@ SCORES_DROPOUT = 2
 writes the output and a bool mask, e + e + 1 bytes per score; its backward reads the gradient and
 the mask and writes e + 1 + e: one kernel each). Models whose attention has a dropout rate (BERT's
 attention_probs_dropout_prob) run it in training; p = 0 is a no-op in at::dropout."""
+SCORES_FUSED = 4
+"""`attention_work(scores=...)` flag: the scale, mask, softmax (and dropout) between the two GEMMs run
+as one kernel per phase - a compiler fusing the chain (torch.compile's Inductor, TorchScript with
+NVFuser) or a hand-fused kernel (Megatron's FusedScaleMaskSoftmax). Per score: forward reads the
+scores and writes the probabilities (e + e); backward reads the probabilities and their gradient
+and writes the scores' gradient (3e); with SCORES_DROPOUT the kernel also writes, then reads, a
+1-byte mask. Casts inside the kernel move nothing."""
 
 FLASH_BACKWARD_FLOPS_RATIO = 2.5
 """Backward FLOPs / forward FLOPs of attention: 5 matmuls against 2 (flash-attention
@@ -330,8 +337,10 @@ def attention_work(
             f"attention variant must be one of {', '.join(VARIANTS['attention'])}; got {variant!r}"
         )
     e = _e(dtype)
-    if scores & ~(SCORES_NATIVE_SOFTMAX | SCORES_DROPOUT) or scores < 0:
-        raise ValueError(f"attention scores flags must be a sum of SCORES_NATIVE_SOFTMAX and SCORES_DROPOUT; got {scores!r}")
+    if scores & ~(SCORES_NATIVE_SOFTMAX | SCORES_DROPOUT | SCORES_FUSED) or scores < 0:
+        raise ValueError(
+            f"attention scores flags must be a sum of SCORES_NATIVE_SOFTMAX, SCORES_DROPOUT and SCORES_FUSED; got {scores!r}"
+        )
     kept = 1.0 - s_q / (2.0 * s_kv) if causal and s_q <= s_kv else 1.0  # bottom-right aligned causal mask
     flags = scores if variant == "math" else 0
     scores_n = float(batch * heads * s_q * s_kv)
@@ -716,9 +725,12 @@ def _math_scores(dtype: str, phase: str, causal: bool, flags: int = 0) -> tuple[
     operand = elementwise = launches = 0.0
     for ph in _phases(phase):
         gemm, mask, other, n = MATH_SCORE_BYTES[(cls, ph)]
-        if flags & SCORES_NATIVE_SOFTMAX:
+        if flags & SCORES_FUSED:  # one kernel; the mask add and the dropout inside it
+            other, n = (2 * e if ph == "forward" else 3 * e) + (1 if flags & SCORES_DROPOUT else 0), 1
+            mask = 0.0
+        elif flags & SCORES_NATIVE_SOFTMAX:
             other, n = (4 * e if ph == "forward" else 5 * e), 2
-        if flags & SCORES_DROPOUT:
+        if flags & SCORES_DROPOUT and not flags & SCORES_FUSED:
             other, n = other + 2 * e + 1, n + 1
         operand += gemm
         elementwise += other + (mask if causal else 0.0)
