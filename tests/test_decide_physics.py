@@ -27,8 +27,12 @@ MICRO_BATCHES = [1, 2, 3, 4, 6, 8, 16, 24, 32]
 """Powers of two, and values between them (one per octave: each is held against the powers of two
 around it, not against another value of its octave; perfmodel/decide/physics.py)."""
 COUNTS = [1, 2, 3, 4, 8, 16, 24, 32, 64]
-FULL = {"training.lora_r": None, "training.quantization_bits": None, "training.micro_batch_size": 1,
-        "training.activation_checkpointing": True}
+FULL = {
+    "training.lora_r": None,
+    "training.quantization_bits": None,
+    "training.micro_batch_size": 1,
+    "training.activation_checkpointing": True,
+}
 """llama2-7b-lora.yaml as a full fine-tune: enough gradient traffic for the communication bound."""
 SLOWER_BY_COMMUNICATION = "cost more than the compute saved"
 
@@ -51,7 +55,9 @@ def test_decreasing_fit_is_non_increasing_and_keeps_the_mean_of_each_pool(values
 
 
 def _points(config: str, gpu: str, key: str, values: list[int], physics: bool = True, **options):
-    result = perfmodel.sweep(EXAMPLES / config, {key: values, "hardware.gpu": [gpu]}, physics=physics, **options)
+    result = perfmodel.sweep(
+        EXAMPLES / config, {key: values, "hardware.gpu": [gpu]}, physics=physics, **options
+    )
     return [(p.values[key], p) for p in result.points if p.outcome is not None]
 
 
@@ -68,7 +74,7 @@ def _assert_gpu_rule(pts):
         if tb > ta * (1 + 1e-9):  # only the stated effect may make more GPUs slower, and it says so
             assert SLOWER_BY_COMMUNICATION in b.adjusted, (n1, n2, b.adjusted)
     for i, (n1, a) in enumerate(fits):
-        for n2, b in fits[i + 1:]:
+        for n2, b in fits[i + 1 :]:
             if a.resolved["hardware.strategy"] != "ddp" or not _pow2(n1) or (not _pow2(n2) and n2 < 2 * n1):
                 continue  # the cap holds against the powers of two below a count
             extra = max(0.0, exposed_comm_s(b.outcome) - exposed_comm_s(a.outcome))
@@ -124,13 +130,17 @@ def test_compare_holds_the_rules_and_agrees_with_sweep_on_every_point(seed):
     runs = cmp.runs[1:]
     for v, run in zip(values, runs, strict=True):
         point = sweep_pts[v]
-        assert run.outcome.total_time_s.estimate == pytest.approx(point.outcome.total_time_s.estimate, rel=1e-12), v
+        assert run.outcome.total_time_s.estimate == pytest.approx(
+            point.outcome.total_time_s.estimate, rel=1e-12
+        ), v
         assert run.adjusted == point.adjusted
     pts = [(v, _AsPoint(r)) for v, r in zip(values, runs, strict=True)]
     (_assert_micro_batch_rule if key == "training.micro_batch_size" else _assert_gpu_rule)(pts)
     # the baseline is the config as it is: the same answer as a one-point sweep of it
     own = perfmodel.sweep(EXAMPLES / config, {"hardware.gpu": [gpu]}).points[0]
-    assert cmp.runs[0].outcome.total_time_s.estimate == pytest.approx(own.outcome.total_time_s.estimate, rel=1e-12)
+    assert cmp.runs[0].outcome.total_time_s.estimate == pytest.approx(
+        own.outcome.total_time_s.estimate, rel=1e-12
+    )
 
 
 class _AsPoint:
@@ -146,29 +156,51 @@ def test_advise_options_are_the_physics_answers_of_their_runs_and_hold_the_rules
     advice = perfmodel.advise(EXAMPLES / config, gpus=["A100-80GB", "L40S"], max_gpus=16, top=3)
     assert advice.by_time
     for opt in (*advice.by_time[:2], *advice.by_cost[:1]):
-        sets = {k: v for k, v in opt.native_changes.items() if k not in ("hardware.num_gpus", "hardware.num_nodes")}
+        sets = {
+            k: v
+            for k, v in opt.native_changes.items()
+            if k not in ("hardware.num_gpus", "hardware.num_nodes")
+        }
         n = opt.outcome.num_gpus
         counts = sorted({1, 2, 4, 8, 16} | {n})
         pts = _points(config, opt.outcome.gpu, "hardware.num_gpus", counts, set=sets)
         _assert_gpu_rule(pts)
         here = dict(pts)[n]
-        assert here.outcome.total_time_s.estimate == pytest.approx(opt.outcome.total_time_s.estimate, rel=1e-12)
+        assert here.outcome.total_time_s.estimate == pytest.approx(
+            opt.outcome.total_time_s.estimate, rel=1e-12
+        )
         assert here.adjusted == opt.adjusted
     current = consistent([load_workload(EXAMPLES / config)])[0]
     assert advice.current is not None
-    assert advice.current.outcome.total_time_s.estimate == pytest.approx(current.outcome.total_time_s.estimate)
+    assert advice.current.outcome.total_time_s.estimate == pytest.approx(
+        current.outcome.total_time_s.estimate
+    )
 
 
-def test_a_moved_point_keeps_its_relative_interval_and_says_why():
+def test_a_moved_point_keeps_its_relative_interval_and_says_why(monkeypatch):
+    # a model whose 2-GPU prediction is x1.6 slower than the shipped model's, so that 4 GPUs come out
+    # more than twice as fast as 2 and are held to linear scaling; the shipped model breaks no rule on
+    # this line since model 20, so the test makes one that does
+    from perfmodel.decide import physics
+
+    own = physics.Outcome.of
+
+    def slow_at_two(pred):
+        out = own(pred)
+        return physics.scaled(out, 1.6) if pred.workload.parallel.num_gpus == 2 else out
+
+    monkeypatch.setattr(physics.Outcome, "of", staticmethod(slow_at_two))
     raw = dict(_points("llama2-7b-lora.yaml", "L40S", "hardware.num_gpus", [1, 2, 4], physics=False))
     fixed = dict(_points("llama2-7b-lora.yaml", "L40S", "hardware.num_gpus", [1, 2, 4]))
     moved = [n for n in fixed if fixed[n].adjusted]
-    assert moved, "the learned residual breaks a rule somewhere on this line (shipped model)"
+    assert moved == [4]
     for n in moved:
         a, b = raw[n].outcome, fixed[n].outcome
         f = b.total_time_s.estimate / a.total_time_s.estimate
         assert "hardware.num_gpus" not in b.warnings and "physics" in fixed[n].adjusted
-        assert b.total_time_s.high / b.total_time_s.estimate == pytest.approx(a.total_time_s.high / a.total_time_s.estimate)
+        assert b.total_time_s.high / b.total_time_s.estimate == pytest.approx(
+            a.total_time_s.high / a.total_time_s.estimate
+        )
         assert b.throughput_samples_per_s.estimate == pytest.approx(a.throughput_samples_per_s.estimate / f)
         assert b.to_json()["total_time_s"]["estimate"] == pytest.approx(b.total_time_s.estimate)
     for n in set(fixed) - set(moved):
@@ -179,7 +211,9 @@ def test_scaled_moves_times_and_rates_inversely():
     base = consistent([load_workload(EXAMPLES / "llama2-7b-lora.yaml")])[0].raw
     twice = scaled(base, 2.0)
     assert twice.total_time_s.estimate == pytest.approx(2 * base.total_time_s.estimate)
-    assert twice.throughput_samples_per_s.estimate == pytest.approx(base.throughput_samples_per_s.estimate / 2)
+    assert twice.throughput_samples_per_s.estimate == pytest.approx(
+        base.throughput_samples_per_s.estimate / 2
+    )
     assert twice.model_step_s == base.model_step_s  # the model's own step stays: the comm bound reads it
     assert math.isclose(twice.gpu_hours.high / twice.gpu_hours.low, base.gpu_hours.high / base.gpu_hours.low)
 
@@ -214,10 +248,16 @@ def test_the_sweep_table_and_advise_say_the_same_verdict_in_words():
 
     from perfmodel.cli.render_decide import render_sweep
 
-    result = perfmodel.sweep(EXAMPLES / "llama2-7b-lora.yaml", {"training.micro_batch_size": [4, 16, 64]}, gpu="L40S")
+    result = perfmodel.sweep(
+        EXAMPLES / "llama2-7b-lora.yaml", {"training.micro_batch_size": [4, 16, 64]}, gpu="L40S"
+    )
     out = io.StringIO()
     render_sweep(result, Console(file=out, width=200, no_color=True))
     words = {"fits": "yes", "tight": "tight", "does not fit": "OOM"}
     for p in result.points:
-        row = next(line for line in out.getvalue().splitlines() if re.match(rf"^\W*{p.values['training.micro_batch_size']}\s", line))
+        row = next(
+            line
+            for line in out.getvalue().splitlines()
+            if re.match(rf"^\W*{p.values['training.micro_batch_size']}\s", line)
+        )
         assert words[p.outcome.memory_verdict] in row.split(), row

@@ -168,4 +168,6 @@ def test_the_eager_attention_tables_become_math_attention_rows_with_their_own_ke
     assert big["phase"] == "full" and big["time_s"] == pytest.approx(6.0e-3)
     work = work_of_row(big)  # the stored row reads back as the work it measured, dropout included
     flags = W.SCORES_NATIVE_SOFTMAX | W.SCORES_DROPOUT
-    assert work == W.attention_work(16, 24, 1024, 1024, 128, "fp16", causal=False, variant="math", phase="full", scores=flags)
+    assert work == W.attention_work(
+        16, 24, 1024, 1024, 128, "fp16", causal=False, variant="math", phase="full", scores=flags
+    )

@@ -84,17 +84,23 @@ def test_math_attention_with_a_native_softmax_and_dropout_moves_the_kernels_it_r
     scores = 2 * 3 * 128 * 128
     flags = W.SCORES_NATIVE_SOFTMAX | W.SCORES_DROPOUT
     qkv_o = 4 * 2 * 3 * 128 * 64 * 2
-    fwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", phase="forward", scores=flags)
+    fwd = W.attention_work(
+        2, 3, 128, 128, 64, "fp16", causal=False, variant="math", phase="forward", scores=flags
+    )
     assert fwd.bytes_moved == 17 * scores + qkv_o + 2 * 3 * 128 * 4
     assert fwd.launches == 5
-    bwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", phase="backward", scores=flags)
+    bwd = W.attention_work(
+        2, 3, 128, 128, 64, "fp16", causal=False, variant="math", phase="backward", scores=flags
+    )
     assert bwd.bytes_moved == 23 * scores + 2 * qkv_o + 2 * 3 * 128 * 4
     assert bwd.launches == 7
     assert W.math_elementwise_bytes(bwd) == 15 * scores
     assert fwd.shape[-1] == flags  # the kernel table reads the flags back from the shape
     # fp32 has no casts to drop: the native softmax moves what the default path does
     plain = W.attention_work(2, 3, 128, 128, 64, "fp32", causal=False, variant="math", phase="full")
-    native = W.attention_work(2, 3, 128, 128, 64, "fp32", causal=False, variant="math", phase="full", scores=1)
+    native = W.attention_work(
+        2, 3, 128, 128, 64, "fp32", causal=False, variant="math", phase="full", scores=1
+    )
     assert native.bytes_moved == plain.bytes_moved and native.launches == plain.launches
     with pytest.raises(ValueError, match="scores flags"):
         W.attention_work(2, 3, 128, 128, 64, "fp16", causal=False, variant="math", scores=8)
@@ -102,9 +108,13 @@ def test_math_attention_with_a_native_softmax_and_dropout_moves_the_kernels_it_r
     # reads 2, writes 2 and the 1-byte mask; backward reads the gradient 2, the probabilities 2 and the
     # mask 1, writes 2; one kernel each beside the GEMMs
     fused = W.SCORES_FUSED | W.SCORES_DROPOUT
-    fwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=True, variant="math", phase="forward", scores=fused)
+    fwd = W.attention_work(
+        2, 3, 128, 128, 64, "fp16", causal=True, variant="math", phase="forward", scores=fused
+    )
     assert fwd.bytes_moved == (4 + 5) * scores + qkv_o + 2 * 3 * 128 * 4 and fwd.launches == 3
-    bwd = W.attention_work(2, 3, 128, 128, 64, "fp16", causal=True, variant="math", phase="backward", scores=fused)
+    bwd = W.attention_work(
+        2, 3, 128, 128, 64, "fp16", causal=True, variant="math", phase="backward", scores=fused
+    )
     assert bwd.bytes_moved == (8 + 7) * scores + 2 * qkv_o + 2 * 3 * 128 * 4 and bwd.launches == 5
 
 

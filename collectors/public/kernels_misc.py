@@ -209,7 +209,11 @@ def eager_attention_imports(readme: str) -> list[KernelImport]:
                 kernel_name_raw="attention_pytorch_eager",
                 torch_version="2.1.0.dev20230306+cu117",
                 notes=f"{heading.removeprefix('## ')}: q @ k^T / sqrt(d), softmax in fp16, "
-                + ("dropout p 0.1, .sum().backward(); CUDA events, mean of 30" if phase == "full" else "inference_mode"),
+                + (
+                    "dropout p 0.1, .sum().backward(); CUDA events, mean of 30"
+                    if phase == "full"
+                    else "inference_mode"
+                ),
             )
         results.append(out)
     return results

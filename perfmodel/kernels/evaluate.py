@@ -167,6 +167,9 @@ The kernel table (datasets/kernels/REPORT.md lists its rows per source, kind and
   A100 SXM, L4, H100, MI100, MI210, MI250),
 - the MAMF matmul ceilings of stas00/ml-engineering (bf16 / fp8, 18 accelerators),
 - FlashAttention-2 forward on A100 (liangan1/GPU_travel) and NeuSight's fp16 bmm check on H100,
+- the eager (math) attention on A100 in fp16, forward and forward+backward with dropout, over batch,
+  sequence, head size and heads (fxmarty/efficient-attention-benchmark; its SDPA columns ran
+  FlashAttention v1 and are not imported),
 - this project's CPU micro-benchmarks (one host: no held-out fold).
 
 Looked for and not imported: Baidu DeepBench (baidu-research/DeepBench results/train/*.xlsx: GEMM,
@@ -180,7 +183,8 @@ steps, dequantization or convolutions in the table: those kinds are priced with 
 streaming / GEMM terms.
 
 Why the target is not met: a kind measured on two or three accelerators (loss, rotary, the fused
-kernels) is predicted for one of them from the other one or two, and each generation's eager
+kernels) is predicted for one of them from the other one or two (attention, measured on A100 only,
+from none: its held-out error is the kernel terms' with default parameters), and each generation's eager
 kernels reach a different share of their bandwidth (B200's eager PyTorch kernels 16-27% of 8 TB/s,
 an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand. Matmul: within one
 held-out accelerator the error is ~11% (each accelerator's median bias taken out); the rest is
