@@ -174,6 +174,8 @@ class FrameworkRecipe:
             parts.append(f"loss {self.loss}")
         if self.optimizer_state != "fp32":
             parts.append(f"{self.optimizer_state} optimizer states")
+        if self.softmax != "fp32":
+            parts.append(f"{self.softmax} softmax")
         return f"{self.name} ({self.title}: {', '.join(parts)})" if self.title else self.name
 
 
