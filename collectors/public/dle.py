@@ -385,6 +385,7 @@ class Spec(NamedTuple):
     optimizer: str | None
     notes: str
     unit: str  # samples | tokens
+    pretraining: bool = False
 
 
 def _cnn(r: Mapping[str, str], cells: Mapping[str, str], kind: str, gpu: str, precision: str) -> Spec | str:
@@ -477,7 +478,7 @@ def _transformer(
             "pre-training with LAMB (optimizer left empty)" if pretraining else "SQuAD v1.1 fine-tuning"
         )
     optimizer = None if pretraining else "adamw"
-    return Spec(model, columns, micro, accum, seq, optimizer, what + check, "samples")
+    return Spec(model, columns, micro, accum, seq, optimizer, what + check, "samples", pretraining)
 
 
 def _txl(r: Mapping[str, str], cells: Mapping[str, str]) -> Spec | str:
@@ -542,13 +543,13 @@ APEX_O2: dict[str, str] = {
 'amp_fp16'); BERT's pre-training (run_pretraining.py) runs under torch.cuda.amp.autocast instead."""
 
 
-NVFUSER_PRETRAINING = (
-    "PyTorch/LanguageModeling/BERT",
-    "TorchScript with NVFuser (run_pretraining.py: torch._C._jit_set_nvfuser_enabled(True), "
-    "model = torch.jit.script(model) unless --disable_jit_fusions @ 729963dd): its elementwise chains "
-    "run fused, as torch_compile",
-)
-"""BERT pre-training scripts the whole model for NVFuser (a row's torch_compile); the SQuAD script does not."""
+NVFUSER_PRETRAINING: dict[str, str] = {
+    "PyTorch/LanguageModeling/BERT": "TorchScript with NVFuser (run_pretraining.py: "
+    "torch._C._jit_set_nvfuser_enabled(True), model = torch.jit.script(model) unless --disable_jit_fusions "
+    "@ 729963dd): its elementwise chains run fused, as torch_compile",
+}
+"""Pre-training scripts that script the whole model for NVFuser (a row's torch_compile); BERT's SQuAD
+script does not."""
 
 
 def _prefixed(table: dict[str, str], path: str) -> str | None:
@@ -595,16 +596,13 @@ def _add(
     nhwc = bool(nhwc_note) and precision.endswith("fp16")
     if nhwc:
         notes.append(str(nhwc_note))
-    attention = _prefixed(MATH_ATTENTION, r["citation_path"])
-    if attention:
-        notes.append(attention)
-    o2 = _prefixed(APEX_O2, r["citation_path"]) if precision == "amp_fp16" else None
-    if o2 and "pre-training" not in spec.notes:
+    path = r["citation_path"]
+    attention = _prefixed(MATH_ATTENTION, path)
+    o2 = _prefixed(APEX_O2, path) if precision == "amp_fp16" and not spec.pretraining else None
+    scripted = _prefixed(NVFUSER_PRETRAINING, path) if spec.pretraining else None
+    notes += [note for note in (attention, o2, scripted) if note]
+    if o2:
         precision = "fp16"
-        notes.append(o2)
-    scripted = r["citation_path"].startswith(NVFUSER_PRETRAINING[0]) and "pre-training" in spec.notes
-    if scripted:
-        notes.append(NVFUSER_PRETRAINING[1])
     run_key = {
         "path": r["citation_path"],
         "model": spec.model[0],

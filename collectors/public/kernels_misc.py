@@ -52,7 +52,8 @@ FA2_A100 = (
     (False, 1, 4096, 4096, 32, 184.04, 1.494), (False, 1, 4096, 4096, 8, 183.63, 1.497),
 )  # fmt: skip
 FA2_CITATION = "liangan1/GPU_travel@07d0469e8af6ebe7d66ed1bcbc88ff86bae025d4:performance/flash-attn/README.md"
-FP16MM_CITATION = "sitar-lab/NeuSight@6945927d9afcca2b9daf021f8395e53edc5b4eef:scripts/asplos/fp16mm.csv"
+FP16MM_COMMIT = "6945927d9afcca2b9daf021f8395e53edc5b4eef"
+FP16MM_CITATION = f"sitar-lab/NeuSight@{FP16MM_COMMIT}:scripts/asplos/fp16mm.csv"
 EAGER_ATTENTION_COMMIT = "3335822290b0d498f85f92b91a42f92aca640352"
 EAGER_ATTENTION_CITATION = f"fxmarty/efficient-attention-benchmark@{EAGER_ATTENTION_COMMIT}:README.md"
 EAGER_ATTENTION_TABLES = {
@@ -221,7 +222,7 @@ def eager_attention_imports(readme: str) -> list[KernelImport]:
 
 def import_neusight_fp16mm(repo: str | Path) -> KernelImport:
     out = KernelImport("neusight_fp16mm_h100")
-    text = _git_show(repo, FP16MM_CITATION.split("@")[1].split(":")[0], "scripts/asplos/fp16mm.csv")
+    text = _git_show(repo, FP16MM_COMMIT, "scripts/asplos/fp16mm.csv")
     for r in pd.read_csv(io.StringIO(text)).to_dict("records"):
         b, m, n, k = (int(r[c]) for c in "BMNK")
         work = W.matmul_work(m, k, n, "fp16", batch=b)

@@ -358,9 +358,8 @@ def attention_work(
             launches += FLASH_BACKWARD_LAUNCHES if variant == "flash" else 2
     moved = ideal
     if variant == "math":
-        operand, elementwise, extra = _math_scores(dtype, phase, causal, flags)
+        operand, elementwise, launches = _math_scores(dtype, phase, causal, flags)
         moved = ideal + (operand + elementwise) * scores_n
-        launches = extra
     return KernelWork(
         kind="attention",
         impl="eager",
@@ -725,13 +724,14 @@ def _math_scores(dtype: str, phase: str, causal: bool, flags: int = 0) -> tuple[
     operand = elementwise = launches = 0.0
     for ph in _phases(phase):
         gemm, mask, other, n = MATH_SCORE_BYTES[(cls, ph)]
+        dropout = bool(flags & SCORES_DROPOUT)
         if flags & SCORES_FUSED:  # one kernel; the mask add and the dropout inside it
-            other, n = (2 * e if ph == "forward" else 3 * e) + (1 if flags & SCORES_DROPOUT else 0), 1
-            mask = 0.0
-        elif flags & SCORES_NATIVE_SOFTMAX:
-            other, n = (4 * e if ph == "forward" else 5 * e), 2
-        if flags & SCORES_DROPOUT and not flags & SCORES_FUSED:
-            other, n = other + 2 * e + 1, n + 1
+            other, n, mask = (2 * e if ph == "forward" else 3 * e) + dropout, 1, 0.0
+        else:
+            if flags & SCORES_NATIVE_SOFTMAX:
+                other, n = (4 * e if ph == "forward" else 5 * e), 2
+            if dropout:  # native_dropout and its backward: e + e + 1 bytes, one kernel each
+                other, n = other + 2 * e + 1, n + 1
         operand += gemm
         elementwise += other + (mask if causal else 0.0)
         launches += (2 if ph == "forward" else 4) + n + (1 if causal and mask else 0)
