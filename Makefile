@@ -7,7 +7,7 @@ CONFIG ?= examples/llama2-7b-lora.yaml
 PROFILE ?= quick
 
 .PHONY: install demo test test-slow test-all lint format collect dataset train-model release-model evaluate ui bench clean
-.PHONY: ludwig-env collect-ludwig timm-activations
+.PHONY: ludwig-env collect-ludwig timm-env timm-activations timm-census
 
 install: $(STAMP)  ## virtual environment with CPU torch and every extra
 
@@ -91,7 +91,12 @@ clean:
 docs-check: install  ## run README.md's runnable examples (```bash blocks after <!-- docs-check -->; bench/docs_check.py)
 	$(BIN)/python bench/docs_check.py
 
-timm-activations:  ## re-measure what each timm sweep model saves for backward (opt-in: own venv, ~6 GB, ~40 min)
+timm-env:  ## the timm venv of the two targets below (opt-in: ~6 GB)
 	test -x .venv-timm/bin/python || $(PY) -m venv .venv-timm
 	.venv-timm/bin/pip install -q torch==2.14.1 torchvision==0.29.1 timm==0.9.16 pandas
+
+timm-activations: timm-env  ## re-measure what each timm sweep model saves for backward (opt-in, ~40 min)
 	.venv-timm/bin/python -m collectors.public.timm_activations
+
+timm-census: timm-env  ## re-count the convolutions, matmuls and kernels of each timm sweep model (opt-in, ~15 min)
+	.venv-timm/bin/python -W ignore -m collectors.public.timm_kernel_census

@@ -58,6 +58,7 @@ MODEL_COLUMNS: dict[str, str] = {
     "experts_per_token": "experts_per_token",
     "forward_gflops_per_sample": "forward_gflops_per_sample",
     "activation_mb_per_sample": "activation_mb_per_sample",
+    "gemm_layers": "gemm_layers",
     "part_layers": "part_layers",
     "part_tokens": "part_tokens",
     "part_hidden_size": "part_hidden_size",

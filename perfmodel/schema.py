@@ -17,11 +17,11 @@ from typing import Any
 
 from perfmodel.errors import DataError
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 """Bumped when a column is added, removed or changes meaning (2: the workload fields head_dim,
 tied_embeddings, learned_pos_embeddings, fused_cross_entropy, attention_kernel, torch_compile,
 lora_target_modules, cpu_offload; run_group and sample_weight; source_kind 'probe' and 'user';
-3: channels_last)."""
+3: channels_last; 4: gemm_layers)."""
 
 SOURCE_KINDS = ("own", "public", "probe", "user")
 """Allowed `source_kind` values (see the column's meaning)."""
@@ -81,6 +81,7 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="experts_per_token", dtype="Int64", unit="", meaning="MoE top-k."),
     _C(name="forward_gflops_per_sample", dtype="float64", unit="GFLOP", meaning="Forward FLOPs per sample for non-transformer archs."),
     _C(name="activation_mb_per_sample", dtype="float64", unit="MB", meaning="Activation memory per sample for non-transformer archs."),
+    _C(name="gemm_layers", dtype="Int64", unit="kernels", meaning="Convolutions and matmuls one forward of a non-transformer model runs (collectors/public/timm_kernel_census.py); empty = not known."),
     _C(name="part_layers", dtype="Int64", unit="", meaning="Transformer blocks of a transformer part inside a non-transformer model (Ludwig ECD FT-Transformer combiner / transformer encoder); empty or 0 = none."),
     _C(name="part_tokens", dtype="Int64", unit="tokens", meaning="Tokens per sample the transformer part runs over."),
     _C(name="part_hidden_size", dtype="Int64", unit="", meaning="Width of the transformer part."),

@@ -74,6 +74,7 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.params_total": FieldRange(1, 1e15),
     "model.forward_gflops_per_sample": FieldRange(0, 1e9, low_open=True),
     "model.activation_mb_per_sample": FieldRange(0, 1e7),
+    "model.gemm_layers": FieldRange(1, 100_000),
     "model.part_layers": FieldRange(0, 10_000),
     "model.part_tokens": FieldRange(0, 1 << 27),
     "model.part_hidden_size": FieldRange(0, 1 << 20),
@@ -246,6 +247,11 @@ class ModelSpec:
     """Activation memory kept for backward per sample in MB at 16-bit (non-transformer archs)."""
     reference_input: str | None = None
     """The input the FLOPs figure refers to, e.g. '224x224 image'; for a torchvision ResNet (resnet18 ... resnet152) its side is the image size the layer-by-layer plan and the memory model use."""
+    gemm_layers: int | None = None
+    """Convolutions and matmuls one forward of a non-transformer model runs (each an eager kernel
+    with its own launch and tile): the CNN / MLP plan cuts forward_gflops_per_sample into this many
+    GEMMs. None: not known (a CNN is then cut into convolutions of one reference size, an MLP into
+    square matmuls)."""
     part_layers: int = 0
     """Transformer blocks inside a model that is not itself a transformer (arch mlp/other: a Ludwig
     ECD model's FT-Transformer combiner or transformer sequence encoder, Ludwig's TransformerStack in

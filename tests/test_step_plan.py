@@ -164,6 +164,46 @@ def test_a_cnns_batch_norms_read_half_of_what_it_saves_for_backward():
     assert relu.work.shape[1] * relu.calls == pytest.approx(2 * rows * cols * bn.calls, rel=0.01)
 
 
+def _counted(model: str, gemm_layers: int | None, **changes) -> Workload:
+    cnn = dataclasses.replace(get_model(model), name="by-its-counts", family="cnn-other", gemm_layers=gemm_layers, **changes)
+    return dataclasses.replace(_w(model, precision="amp_bf16", micro_batch_size=2, seq_len=None), model=cnn)
+
+
+def test_a_cnn_with_its_layers_counted_runs_that_many_convolutions_whatever_its_flops():
+    """ResNet-50's count as timm_kernel_census.py makes it (53 convolutions and the classifier: 54
+    GEMMs a forward, collectors/public/timm_kernel_census.csv) costs 54 convolutions forward, each
+    launched once, and one batch norm per convolution, at ResNet-50's FLOPs and at 100 times them
+    (a wider model at a larger image: resnetv2_152x4 at 480 px has 156 GEMMs for 206 x the FLOPs).
+    Without the count the plan cuts the FLOPs into reference-size convolutions: 17.7 for ResNet-50 (8.18 GFLOPs / 0.462),
+    100 times that for the larger one. The FLOPs are the model's either way."""
+    for scale in (1.0, 100.0):
+        flops = get_model("resnet50").forward_gflops_per_sample * scale
+        plan = plan_step(_counted("resnet50", 54, forward_gflops_per_sample=flops))
+        (conv,) = [k for k in plan.kernels if k.label == "convolutions forward"]
+        assert conv.calls == pytest.approx(54, rel=0.05)
+        assert conv.work.flops * conv.calls == pytest.approx(flops * 1e9 * 2, rel=1e-6)
+        (bn,) = _by(plan, "batch norm forward")
+        assert bn.calls == pytest.approx(conv.calls)
+        old = plan_step(_counted("resnet50", None, forward_gflops_per_sample=flops))
+        (ref,) = [k for k in old.kernels if k.label == "convolutions forward"]
+        assert ref.calls == pytest.approx(8.18e9 / (2 * 784 * 128 * 256 * 9) * scale, rel=0.01)
+
+
+def test_an_mlp_with_its_layers_counted_runs_its_matmuls_over_every_row_of_a_sample():
+    """ResMLP-B24 (timm resmlp_big_24_224: 129.1 M parameters, 100.23 GMACs an image, 74 GEMMs a
+    forward by the census): 200.5 GFLOPs / (2 x 129.1 M) = 776 rows an image (its 28 x 28 = 784
+    patches), each of 74 matmuls sqrt(129.1 M / 74) = 1,321 wide. Without the count, the plan has one
+    row an image and 11,364-wide matmuls, far below a GPU's matmul efficiency."""
+    mixer = dataclasses.replace(get_model("ncf"), name="resmlp-like", params_total=129_140_000,
+                                forward_gflops_per_sample=200.46, activation_mb_per_sample=406.1, gemm_layers=74)  # fmt: skip
+    w = dataclasses.replace(_w("ncf", precision="amp_fp16", micro_batch_size=32, seq_len=None), model=mixer)
+    (mm,) = _by(plan_step(w), "mlp layers forward")
+    rows, width = mm.work.shape[:2]
+    assert rows == pytest.approx(32 * 776, rel=0.01)
+    assert width == pytest.approx(1321, abs=2)
+    assert mm.calls == pytest.approx(74, rel=0.02)
+
+
 def test_a_resnet_is_planned_layer_by_layer_as_torchvision_builds_it():
     """ResNet-50 at 224 px: 53 convolutions (the stem, 3 per bottleneck x 16, 4 strided shortcuts),
     a BatchNorm after each, 49 ReLUs (the stem's, 3 per block), 16 residual adds; forward FLOPs

@@ -13,7 +13,9 @@ What is kept, by README family:
   the latter four take params and GFLOPs (= 2 x GMACs) from timm's inference CSV for the same
   architecture and image size (CNN_DIMS; timm results/benchmark-infer-amp-nchw-pt110-cu113-rtx3090.csv
   @ 1331c145) and what they save for backward from the timm sweep's measured table (CNN_TIMM,
-  collectors.public.timm.measured_saved_mb; timm's million activations x 2 bytes without it). Batch per GPU: the
+  collectors.public.timm.measured_saved_mb; timm's million activations x 2 bytes without it) and
+  how many convolutions and matmuls they run from the timm kernel census (gemm_layers,
+  collectors.public.timm.census_columns). Batch per GPU: the
   table's cell (TensorFlow, "128 (FP32) / 256 (AMP)"), the benchmark command quoted above the
   table (MXNet "-b 192 --dtype float16"), the `--batch-size` default the README states
   (PaddlePaddle, 256), or, for PyTorch (the README does not print it), the `batch_size` of
@@ -80,7 +82,7 @@ from collectors.public._common import (
     parse_number,
     read_csv,
 )
-from collectors.public.timm import measured_saved_mb
+from collectors.public.timm import census_columns, census_note, measured_saved_mb
 from perfmodel.analytic.flops import compute_step_flops
 from perfmodel.catalog import get_model, resolve_model_key
 from perfmodel.codec import is_missing, model_columns, workload_from_row
@@ -421,11 +423,15 @@ def _cnn(r: Mapping[str, str], cells: Mapping[str, str], kind: str, gpu: str, pr
         model = (key, CNN_FAMILY.get(key, "resnet"), "cnn")
         timm_name, image = CNN_TIMM[key]
         saved = measured_saved_mb(timm_name, image, dims.params / 1e6)
+        census = census_columns(timm_name, image, dims.params / 1e6)
         columns = {
             "params_total": dims.params,
             "forward_gflops_per_sample": dims.gflops,
             "activation_mb_per_sample": saved if saved is not None else dims.activation_mb,
         }
+        if census:
+            columns.update(census)
+            where += "; " + census_note(timm_name, image, census)
         where += f"; params/GFLOPs (2 x GMACs) from {dims.source}; activation MB = " + (
             f"{saved:g} saved for backward (timm {timm_name} at {image} px, measured: "
             "collectors/public/timm_saved_activations.csv)"

@@ -27,6 +27,11 @@ Normalisation:
   EfficientNet-B0 44.2 MB against 13.5 MB (3.3x: its batch norms, SiLUs and squeeze-excitation
   products save tensors that are not conv outputs). A model missing from the table falls back to
   infer_macts x 2 bytes, and its row's notes say so.
+- Layers: gemm_layers (the convolutions and matmuls one forward runs) is read from KERNEL_CENSUS,
+  counted on the meta device by collectors/public/timm_kernel_census.py (`make timm-census`), for
+  every model but the ViTs with dims (a transformer's plan counts its own); the CNN / MLP plan cuts
+  the model's FLOPs into that many GEMMs instead of reference-size convolutions. A model missing
+  from the census (or counted at another size) keeps the reference-size plan.
 - Architecture: plain ViT/DeiT models whose dimensions follow from the name (ViT paper table 1,
   DeiT/DeiT-III papers: width, depth, heads, MLP 4x width; sequence = patches + class token
   [+ distillation token]) are rows of arch 'encoder' with those dims, kept only when the dims
@@ -66,6 +71,9 @@ KEPT_LAYOUTS = ("nchw",)
 ARCH_BY_GUESS = {"cnn": "cnn", "mlp": "mlp", "vit": "other", "hybrid/other-transformer": "other"}
 SAVED_ACTIVATIONS = Path(__file__).with_name("timm_saved_activations.csv")
 """(model, img_size) -> saved_mb_per_sample, measured by collectors/public/timm_activations.py."""
+KERNEL_CENSUS = Path(__file__).with_name("timm_kernel_census.csv")
+"""(model, img_size) -> convolutions and matmuls per forward, and the grouped convolutions among
+them, counted by collectors/public/timm_kernel_census.py."""
 
 # (pattern on the model name without a weights prefix, family): first match wins.
 FAMILIES: tuple[tuple[str, str], ...] = (
@@ -203,7 +211,14 @@ def import_timm_benchmark_train(path: str | Path) -> ImportResult:
         group = (k["r"]["model"], k["image"])
         repeat = repeat + 1 if group == previous else 0
         previous = group
-        _add(sink, repeat=repeat, saved_mb=measured_saved_mb(k["r"]["model"], k["image"], k["params_m"]), **k)
+        name, image, params_m = k["r"]["model"], k["image"], k["params_m"]
+        _add(
+            sink,
+            repeat=repeat,
+            saved_mb=measured_saved_mb(name, image, params_m),
+            census=census_columns(name, image, params_m),
+            **k,
+        )
     return sink.result()
 
 
@@ -214,26 +229,50 @@ model today (convnext_tiny_in22ft1k was convnext_base's config in the sweep: 88.
 28.6 M today; ig_resnext101_32x16d builds the 32x8d's 88.8 M, not 194 M)."""
 
 
-@functools.lru_cache(maxsize=4)
-def _saved_table(path: Path) -> dict[tuple[str, int], tuple[float, float]]:
+@functools.lru_cache(maxsize=8)
+def _measured_table(path: Path, column: str) -> dict[tuple[str, int], tuple[float, float]]:
     if not path.is_file():
         return {}
     table = read_csv(path)
     return {
         (str(m), int(i)): (float(v), float(p))
-        for m, i, v, p in zip(
-            table["model"], table["img_size"], table["saved_mb_per_sample"], table["params_m"], strict=True
-        )
+        for m, i, v, p in zip(table["model"], table["img_size"], table[column], table["params_m"], strict=True)
     }
 
 
-def measured_saved_mb(name: str, image: int, params_m: float, path: str | Path = SAVED_ACTIVATIONS) -> float | None:
-    """MB per sample that `name` at `image` px saves for backward, measured, when the model measured
-    has `params_m` million parameters (within SAVED_PARAMS_TOLERANCE); None otherwise."""
-    found = _saved_table(Path(path)).get((name, image))
+def _measured(name: str, image: int, params_m: float, path: str | Path, column: str) -> float | None:
+    """`column` of `name` at `image` px in a table measured with timm 0.9.16, when the model built
+    there has `params_m` million parameters (within SAVED_PARAMS_TOLERANCE); None otherwise."""
+    found = _measured_table(Path(path), column).get((name, image))
     if found is None or abs(found[1] / params_m - 1.0) > SAVED_PARAMS_TOLERANCE:
         return None
     return found[0]
+
+
+def measured_saved_mb(name: str, image: int, params_m: float, path: str | Path = SAVED_ACTIVATIONS) -> float | None:
+    """MB per sample that `name` at `image` px saves for backward, measured (`_measured`)."""
+    return _measured(name, image, params_m, path, "saved_mb_per_sample")
+
+
+def measured_gemm_layers(name: str, image: int, params_m: float, path: str | Path = KERNEL_CENSUS) -> int | None:
+    """Convolutions and matmuls one forward of `name` at `image` px runs, counted (`_measured`)."""
+    found = _measured(name, image, params_m, path, "forward_gemm")
+    return None if found is None else int(found)
+
+
+def census_columns(name: str, image: int, params_m: float, path: str | Path = KERNEL_CENSUS) -> dict[str, Any]:
+    """The feature-table columns the kernel census gives `name` at `image` px (gemm_layers); {} when
+    it did not count that model (`_measured`)."""
+    layers = measured_gemm_layers(name, image, params_m, path)
+    return {"gemm_layers": layers} if layers else {}
+
+
+def census_note(name: str, image: int, columns: Mapping[str, Any]) -> str:
+    """The row note of `census_columns`' columns."""
+    return (
+        f"gemm_layers = {columns['gemm_layers']} convolutions and matmuls per forward (timm {name} at "
+        f"{image} px, counted: collectors/public/timm_kernel_census.py)"
+    )
 
 
 def _flops_lookup(frame: pd.DataFrame) -> dict[tuple[str, int, float], tuple[float, float]]:
@@ -264,6 +303,7 @@ def _add(
     gmacs: float,
     macts: float,
     saved_mb: float | None,
+    census: Mapping[str, Any],
 ) -> None:
     name = r["model"]
     params = float(round(params_m * 1e6))
@@ -288,6 +328,9 @@ def _add(
         "synthetic GPU input (no data loading); fwd + CE + bwd + SGD momentum 0.9 under fp16 autocast; NCHW",
         f"torch {version}, CUDA 11.3",
     ]
+    if census and not dims:
+        columns.update(census)
+        notes.append(census_note(name, image, census))
     if dims:
         columns.update(dims, attention_kernel="eager")
         notes.append(

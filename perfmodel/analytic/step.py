@@ -846,9 +846,12 @@ def _cnn(
     kept_elements = float(m.activation_mb_per_sample or 0.0) * 1e6 / 2.0 * b  # 16-bit MB -> elements
     grads = not (t.trainable_fraction == 0 and not t.lora_r)
     ckpt = bool(t.activation_checkpointing) and grads
+    layers_known = bool(m.gemm_layers) and flops_fwd > 0
     if m.arch == "mlp":
-        rows = _i(b)
-        width = _i(math.sqrt(max(p.total, 1.0)))
+        rows, width = _i(b), _i(math.sqrt(max(p.total, 1.0)))
+        if layers_known:  # gemm_layers matmuls over every row a sample has (a Mixer's patches)
+            rows = _i(b * max(1.0, flops_fwd / b / (2.0 * max(p.total, 1.0))))
+            width = _i(math.sqrt(max(p.total, 1.0) / float(m.gemm_layers)))  # type: ignore[arg-type]
         work = matmul_work(rows, width, width, mm)
         calls = flops_fwd / work.flops if work.flops else 0.0
         _matmul(
@@ -875,12 +878,22 @@ def _cnn(
                 calls=layers,
                 backward=grads,
             )
+        if layers_known:
+            return [
+                f"an MLP is costed as {calls:.0f} square {width}-wide matmuls (gemm_layers; width from its "
+                f"parameters) over {rows} rows plus one elementwise pass over what it saves for backward"
+            ]
         return [
             "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known) "
             "plus one elementwise pass over what it saves for backward"
         ]
     c_in, c_out = CNN_REFERENCE_CHANNELS
     k = CNN_REFERENCE_KERNEL
+    if layers_known:  # gemm_layers convolutions of one size: c_in -> 2 c_in channels, 3x3, 28x28
+        per_layer = flops_fwd / float(m.gemm_layers)  # type: ignore[arg-type]
+        unit = conv_work(b, 1, 2, 28, 28, k, mm, phase="forward").flops
+        c_in = max(1, round(math.sqrt(per_layer / unit)))
+        c_out = 2 * c_in
     conv = conv_work(b, c_in, c_out, 28, 28, k, mm, phase="forward")
     per_image = flops_fwd / conv.flops if conv.flops else 0.0
     out.append(PlannedKernel(label="convolutions forward", work=conv, calls=per_image))
@@ -895,7 +908,8 @@ def _cnn(
             )
         )
     if kept_elements >= 1:
-        norms = max(1.0, per_image * 2.0)  # one BN per conv (v1.5: ~ 2 per conv work of this size)
+        # one BN per conv (v1.5: ~ 2 per conv work of the reference size)
+        norms = max(1.0, per_image if layers_known else per_image * 2.0)
         cols = c_out
         rows = _i(kept_elements / CNN_SAVED_PER_NORM_INPUT / norms / cols) if norms else 1
         _full(
@@ -915,8 +929,9 @@ def _cnn(
             backward=grads,
         )
     return [
-        f"a {m.arch} is costed as {per_image:.0f} convolutions of a representative shape per image "
-        f"({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over half of what it "
+        f"a {m.arch} is costed as {per_image:.0f} convolutions of "
+        + ("one size (gemm_layers) " if layers_known else "a representative shape ")
+        + f"per step ({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over half of what it "
         "saves for backward (the batch norms' inputs)"
         + ("; its memory format (training.channels_last) is not costed" if m.arch == "cnn" else "")
     ]

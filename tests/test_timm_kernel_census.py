@@ -1,0 +1,80 @@
+"""The kernel census of the timm sweep (collectors/public/timm_kernel_census.py): what it counts,
+checked on modules whose kernels are known, and the table the timm importer reads."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from collectors.public.timm import KERNEL_CENSUS, measured_gemm_layers  # noqa: E402
+from collectors.public.timm_kernel_census import count_step  # noqa: E402
+
+
+def _step(model):
+    model = model.to("meta").train()
+    x = torch.randn(2, 3, 8, 8, device="meta")
+    y = torch.randint(0, 10, (2,), device="meta")
+    return count_step(model, x, y)
+
+
+def test_a_conv_bn_relu_classifier_runs_two_gemms_and_one_norm_a_forward():
+    """Conv2d (aten.convolution), BatchNorm2d (one norm), ReLU, a flatten (a view: no kernel) and a
+    Linear (aten.addmm): 2 GEMMs, 1 norm; the views and the flatten are not counted, so the forward
+    has fewer operators than modules and operators the model runs."""
+    nn = torch.nn
+    counts = _step(
+        nn.Sequential(
+            nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(256, 10)
+        )
+    )
+    assert counts["forward_gemm"] == 2
+    assert counts["forward_norm"] == 1
+    # convolution, the batch norm's num_batches_tracked += 1, batch norm, relu, addmm, then the
+    # loss: log_softmax and nll_loss
+    assert counts["forward_ops"] == 7
+    assert counts["backward_ops"] > counts["forward_gemm"]
+    assert counts["params_m"] == pytest.approx((3 * 4 * 9 + 4 + 8 + 256 * 10 + 10) / 1e6, abs=1e-3)
+
+
+def test_a_depthwise_convolution_is_counted_apart_with_its_flops_and_what_it_streams():
+    """A depthwise 3x3 (groups = channels = 4) on 8x8 images: 4 x 8 x 8 = 256 outputs a sample,
+    each 2 x 1 x 9 = 18 FLOPs: 4,608 FLOPs; it reads 256 inputs and writes 256 outputs a sample.
+    The pointwise 1x1 after it is a dense GEMM and not counted there."""
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 1), nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.Flatten(), nn.Linear(256, 10)
+    )
+    counts = _step(model)
+    assert counts["forward_gemm"] == 3
+    assert counts["grouped_conv_layers"] == 1
+    assert counts["grouped_conv_gflops"] == pytest.approx(4608 / 1e9)
+    assert counts["grouped_conv_melements"] == pytest.approx(512 / 1e6)
+
+
+def test_a_view_is_not_a_kernel_but_an_in_place_op_is():
+    nn = torch.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(192, 10)
+
+        def forward(self, x):
+            return self.fc(x.permute(0, 2, 3, 1).reshape(x.shape[0], -1).relu_())
+
+    counts = _step(M())
+    # permute: a view; reshape of a non-contiguous tensor: one copy (aten.clone, then _unsafe_view:
+    # no kernel); relu_ (in place: a kernel); addmm; the loss's two
+    assert counts["forward_gemm"] == 1
+    assert counts["forward_ops"] == 5
+
+
+def test_the_importer_reads_resnet50s_count_and_refuses_a_model_of_another_size():
+    """ResNet-50 at 224 px: 53 convolutions (the stem, 3 per bottleneck x 16, 4 strided shortcuts)
+    and the classifier, 54 GEMMs (torchvision's and timm's architecture; tests/test_step_plan.py
+    counts the convolutions in the layer-by-layer plan)."""
+    assert KERNEL_CENSUS.is_file()
+    assert measured_gemm_layers("resnet50", 224, 25.557) == 54
+    assert measured_gemm_layers("resnet50", 224, 44.5) is None  # not the model counted
+    assert measured_gemm_layers("not_a_model", 224, 1.0) is None
