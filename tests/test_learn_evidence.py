@@ -74,6 +74,20 @@ def test_round_trips_through_json():
     assert Evidence.from_json(older).offset(_row()) == fitted.base["accelerator|eager"]  # models fitted before
 
 
+def test_an_approximate_plan_sets_no_step_overhead_but_takes_its_stacks():
+    """NCF's plan leaves out its embedding lookups (perfmodel.analytic.step.APPROXIMATE_PLANS), so
+    its runs are measured far slower than their plan (here y = 0.9, 1.0). That is the plan's error,
+    not a step's overhead: pooled, two NCF runs beside one eager CNN (0.1) would set the eager
+    overhead to 0.9; the CNN's 0.1 sets it alone, and NCF takes it (what its plan leaves out is
+    the residual's, at the approximate plans' own transfer share)."""
+    ncf = {**_row(arch="mlp"), "plan_approximate": 1.0}
+    fitted = Evidence.fitted([ncf, ncf, _row(arch="cnn")], [0.9, 1.0, 0.1], [1.0, 1.0, 1.0])
+    assert fitted.base == {"*": pytest.approx(0.1), "accelerator|eager": pytest.approx(0.1)}
+    assert fitted.offset(ncf) == fitted.offset(_row(arch="cnn")) == pytest.approx(0.1)
+    alone = Evidence.fitted([ncf, ncf], [0.9, 1.0], [1.0, 1.0])  # nothing else: they set it after all
+    assert alone.offset(ncf) == pytest.approx(0.9)
+
+
 @pytest.mark.parametrize("arch, far_value", [("cnn", "overhead"), ("decoder", "kernel model")])
 def test_a_regressor_fitted_far_from_the_query_falls_back_to_the_step_overhead(arch, far_value):
     """Synthetic truth: on the training accelerator y = 0.2 for small models and 0.8 for large ones
