@@ -30,7 +30,9 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = Path(__file__).with_name("timm_saved_activations.csv")
@@ -121,6 +123,47 @@ def measure_in_child(name: str, image: int, cap_bytes: int) -> tuple[float, floa
     return float(mb), float(params_m)
 
 
+def over_sweep(
+    out: Path,
+    columns: tuple[str, ...],
+    todo: list[tuple[str, int]],
+    measure: Callable[[str, int], tuple[Any, ...]],
+    skip: tuple[type[BaseException], ...] = (RuntimeError,),
+) -> int:
+    """Append one row per (model, image size) of `todo` to the CSV `out` (header `columns` when new):
+    `measure(name, image)` returns the row's values after the first two; a model it raises `skip`
+    for is skipped and said so. Returns how many were skipped."""
+    new = not out.is_file()
+    failed = 0
+    start = time.monotonic()
+    with out.open("a", newline="") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(columns)
+        for i, (name, image) in enumerate(todo, 1):
+            try:
+                values = measure(name, image)
+            except skip as exc:  # cannot build, run or fit: left to the fallback
+                failed += 1
+                print(f"[{i}/{len(todo)}] {name} @ {image}: skipped ({type(exc).__name__}: {exc})"[:200], flush=True)
+                continue
+            writer.writerow((name, image, *values))
+            f.flush()
+            print(f"[{i}/{len(todo)}] {name} @ {image}: {values} ({time.monotonic() - start:.0f} s)", flush=True)
+    return failed
+
+
+def todo_of(out: Path, sweep: Path, limit: int, only: list[str] | None = None) -> list[tuple[str, int]]:
+    """The sweep's (model, image size) pairs `out` has no row for yet (`only`: these models; `limit`:
+    at most this many, 0 for all)."""
+    done: set[tuple[str, int]] = set()
+    if out.is_file():
+        with out.open() as f:
+            done = {(r["model"], int(r["img_size"])) for r in csv.DictReader(f)}
+    todo = [p for p in sweep_models(sweep) if p not in done and (not only or p[0] in set(only))]
+    return todo[:limit] if limit else todo
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", default=str(ROOT.parent / "shared" / "data" / "public" / SOURCE))
@@ -143,31 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(2)
     cap = int(args.max_memory_gb * 2**30)
     out = Path(args.out)
-    done: set[tuple[str, int]] = set()
-    if out.is_file():
-        with out.open() as f:
-            done = {(r["model"], int(r["img_size"])) for r in csv.DictReader(f)}
-    todo = [p for p in sweep_models(Path(args.sweep)) if p not in done]
-    if args.limit:
-        todo = todo[: args.limit]
-    new = not out.is_file()
-    failed = 0
-    start = time.monotonic()
-    with out.open("a", newline="") as f:
-        writer = csv.writer(f)
-        if new:
-            writer.writerow(COLUMNS)
-        for i, (name, image) in enumerate(todo, 1):
-            try:
-                mb, params_m = measure_in_child(name, image, cap)
-            except RuntimeError as exc:  # cannot build, run or fit under the cap: left to the fallback
-                failed += 1
-                print(f"[{i}/{len(todo)}] {name} @ {image}: skipped ({exc})"[:200], flush=True)
-                continue
-            writer.writerow((name, image, f"{mb:.3f}", f"{params_m:.3f}", timm.__version__, torch.__version__))
-            f.flush()
-            print(f"[{i}/{len(todo)}] {name} @ {image}: {mb:.1f} MB/sample "
-                  f"({time.monotonic() - start:.0f} s)", flush=True)
+    todo = todo_of(out, Path(args.sweep), args.limit)
+
+    def row(name: str, image: int) -> tuple[str, ...]:
+        mb, params_m = measure_in_child(name, image, cap)  # RuntimeError: cannot build, run or fit under the cap
+        return f"{mb:.3f}", f"{params_m:.3f}", timm.__version__, torch.__version__
+
+    failed = over_sweep(out, COLUMNS, todo, row)
     print(f"measured {len(todo) - failed}, skipped {failed}; table: {out}")
     return 0
 

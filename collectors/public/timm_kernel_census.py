@@ -36,10 +36,8 @@ Opt-in (not in CI): timm needs torchvision, which the project's CPU torch cannot
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -184,40 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     import timm
     import torch
 
-    from collectors.public.timm_activations import sweep_models
+    from collectors.public.timm_activations import over_sweep, todo_of
 
     out = Path(args.out)
-    done: set[tuple[str, int]] = set()
-    if out.is_file():
-        with out.open() as f:
-            done = {(r["model"], int(r["img_size"])) for r in csv.DictReader(f)}
-    todo = [p for p in sweep_models(Path(args.sweep)) if p not in done]
-    if args.models:
-        todo = [p for p in todo if p[0] in set(args.models)]
-    if args.limit:
-        todo = todo[: args.limit]
-    new = not out.is_file()
-    failed = 0
-    start = time.monotonic()
-    with out.open("a", newline="") as f:
-        writer = csv.writer(f)
-        if new:
-            writer.writerow(COLUMNS)
-        for i, (name, image) in enumerate(todo, 1):
-            try:
-                row = census(name, image)
-            except Exception as exc:  # noqa: BLE001 - a model the meta device cannot run keeps the fallback
-                failed += 1
-                print(
-                    f"[{i}/{len(todo)}] {name} @ {image}: skipped ({type(exc).__name__}: {exc})"[:200],
-                    flush=True,
-                )
-                continue
-            writer.writerow(
-                (name, image, *(row[c] for c in COLUMNS[2:10]), timm.__version__, torch.__version__)
-            )
-            f.flush()
-            print(f"[{i}/{len(todo)}] {name} @ {image}: {row} ({time.monotonic() - start:.0f} s)", flush=True)
+    todo = todo_of(out, Path(args.sweep), args.limit, args.models)
+
+    def row(name: str, image: int) -> tuple[Any, ...]:
+        counts = census(name, image)
+        return (*(counts[c] for c in COLUMNS[2:10]), timm.__version__, torch.__version__)
+
+    # a model the meta device cannot run keeps the fallback
+    failed = over_sweep(out, COLUMNS, todo, row, skip=(Exception,))
     print(f"counted {len(todo) - failed}, skipped {failed}; table: {out}")
     return 0
 
