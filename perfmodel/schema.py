@@ -21,7 +21,8 @@ SCHEMA_VERSION = "4"
 """Bumped when a column is added, removed or changes meaning (2: the workload fields head_dim,
 tied_embeddings, learned_pos_embeddings, fused_cross_entropy, attention_kernel, torch_compile,
 lora_target_modules, cpu_offload; run_group and sample_weight; source_kind 'probe' and 'user';
-3: channels_last; 4: gemm_layers)."""
+3: channels_last; 4: gemm_layers, attention_layers, attention_gflops_per_sample,
+attention_mscores_per_sample)."""
 
 SOURCE_KINDS = ("own", "public", "probe", "user")
 """Allowed `source_kind` values (see the column's meaning)."""
@@ -81,7 +82,10 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="experts_per_token", dtype="Int64", unit="", meaning="MoE top-k."),
     _C(name="forward_gflops_per_sample", dtype="float64", unit="GFLOP", meaning="Forward FLOPs per sample for non-transformer archs."),
     _C(name="activation_mb_per_sample", dtype="float64", unit="MB", meaning="Activation memory per sample for non-transformer archs."),
-    _C(name="gemm_layers", dtype="Int64", unit="kernels", meaning="Convolutions and matmuls one forward of a non-transformer model runs (collectors/public/timm_kernel_census.py); empty = not known."),
+    _C(name="gemm_layers", dtype="Int64", unit="kernels", meaning="Convolutions and matmuls with weights one forward of a non-transformer model runs (collectors/public/timm_kernel_census.py); empty = not known."),
+    _C(name="attention_layers", dtype="Int64", unit="kernels", meaning="Attentions (softmaxes over scores) one forward of a non-transformer model runs (hybrid transformers); empty or 0 = none."),
+    _C(name="attention_gflops_per_sample", dtype="float64", unit="GFLOP", meaning="Forward GFLOPs of those attentions' batched matmuls per sample (part of forward_gflops_per_sample)."),
+    _C(name="attention_mscores_per_sample", dtype="float64", unit="M elements", meaning="Scores those attentions' softmaxes normalise per sample, millions."),
     _C(name="part_layers", dtype="Int64", unit="", meaning="Transformer blocks of a transformer part inside a non-transformer model (Ludwig ECD FT-Transformer combiner / transformer encoder); empty or 0 = none."),
     _C(name="part_tokens", dtype="Int64", unit="tokens", meaning="Tokens per sample the transformer part runs over."),
     _C(name="part_hidden_size", dtype="Int64", unit="", meaning="Width of the transformer part."),

@@ -75,6 +75,9 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.forward_gflops_per_sample": FieldRange(0, 1e9, low_open=True),
     "model.activation_mb_per_sample": FieldRange(0, 1e7),
     "model.gemm_layers": FieldRange(1, 100_000),
+    "model.attention_layers": FieldRange(0, 100_000),
+    "model.attention_gflops_per_sample": FieldRange(0, 1e7),
+    "model.attention_mscores_per_sample": FieldRange(0, 1e9),
     "model.part_layers": FieldRange(0, 10_000),
     "model.part_tokens": FieldRange(0, 1 << 27),
     "model.part_hidden_size": FieldRange(0, 1 << 20),
@@ -248,10 +251,19 @@ class ModelSpec:
     reference_input: str | None = None
     """The input the FLOPs figure refers to, e.g. '224x224 image'; for a torchvision ResNet (resnet18 ... resnet152) its side is the image size the layer-by-layer plan and the memory model use."""
     gemm_layers: int | None = None
-    """Convolutions and matmuls one forward of a non-transformer model runs (each an eager kernel
-    with its own launch and tile): the CNN / MLP plan cuts forward_gflops_per_sample into this many
-    GEMMs. None: not known (a CNN is then cut into convolutions of one reference size, an MLP into
-    square matmuls)."""
+    """Convolutions and matmuls with weights one forward of a non-transformer model runs (each an
+    eager kernel with its own launch and tile): the CNN / MLP plan cuts forward_gflops_per_sample
+    (less its attentions') into this many GEMMs. None: not known (a CNN is then cut into
+    convolutions of one reference size, an MLP into square matmuls)."""
+    attention_layers: int = 0
+    """Attentions one forward of a non-transformer model runs (a hybrid transformer's: XCiT, Swin,
+    CaiT, ...): each costed as the math path (its scores written, normalised and read, two batched
+    GEMMs), with the head width attention_gflops_per_sample / (4 x attention_mscores_per_sample)."""
+    attention_gflops_per_sample: float = 0.0
+    """Forward GFLOPs of those attentions' batched matmuls (q k^T and p v) per sample; part of
+    forward_gflops_per_sample."""
+    attention_mscores_per_sample: float = 0.0
+    """Scores those attentions normalise per sample (heads x queries x keys, all layers), millions."""
     part_layers: int = 0
     """Transformer blocks inside a model that is not itself a transformer (arch mlp/other: a Ludwig
     ECD model's FT-Transformer combiner or transformer sequence encoder, Ludwig's TransformerStack in

@@ -164,8 +164,9 @@ def test_a_cnns_batch_norms_read_half_of_what_it_saves_for_backward():
     assert relu.work.shape[1] * relu.calls == pytest.approx(2 * rows * cols * bn.calls, rel=0.01)
 
 
-def _counted(model: str, gemm_layers: int | None, **changes) -> Workload:
-    cnn = dataclasses.replace(get_model(model), name="by-its-counts", family="cnn-other", gemm_layers=gemm_layers, **changes)
+def _counted(model: str, gemm_layers: int | None = None, **changes) -> Workload:
+    changes.setdefault("gemm_layers", gemm_layers)
+    cnn = dataclasses.replace(get_model(model), name="by-its-counts", family="cnn-other", **changes)
     return dataclasses.replace(_w(model, precision="amp_bf16", micro_batch_size=2, seq_len=None), model=cnn)
 
 
@@ -187,6 +188,27 @@ def test_a_cnn_with_its_layers_counted_runs_that_many_convolutions_whatever_its_
         old = plan_step(_counted("resnet50", None, forward_gflops_per_sample=flops))
         (ref,) = [k for k in old.kernels if k.label == "convolutions forward"]
         assert ref.calls == pytest.approx(8.18e9 / (2 * 784 * 128 * 256 * 9) * scale, rel=0.01)
+
+
+def test_a_hybrid_transformers_counted_attentions_run_on_the_math_path_with_their_own_flops():
+    """BEiT-B/16 at 224 px by the census (collectors/public/timm_kernel_census.csv: 24 batched
+    matmuls and 12 softmaxes a forward, 1.43065 GFLOPs and 5.5885 M scores an image): 12 heads x
+    197 x 197 = 465,708 scores a layer, 12 layers = 5.588 M; 4 x 5.5885 M x 64 = 1.431 G, so the head
+    width comes out 64. Each attention is costed as one head of sqrt(465,708) = 682 queries and
+    keys of width 64 (the same scores and FLOPs), and the convolutions carry the rest of the model's
+    FLOPs."""
+    beit = dict(gemm_layers=50, attention_layers=12, attention_gflops_per_sample=1.43065,
+                attention_mscores_per_sample=5.5885, forward_gflops_per_sample=35.2, activation_mb_per_sample=300.0)  # fmt: skip
+    w = _counted("resnet50", **beit)
+    plan = plan_step(w)
+    (att,) = _by(plan, "attention (counted) forward")
+    assert att.calls == 12
+    batch, heads, s_q, s_kv, head_dim = att.work.shape[:5]
+    assert (batch, heads, s_q, s_kv, head_dim) == (2, 1, 682, 682, 64)
+    assert att.work.flops * att.calls == pytest.approx(1.43065e9 * 2, rel=0.01)
+    (conv,) = [k for k in plan.kernels if k.label == "convolutions forward"]
+    assert conv.work.flops * conv.calls == pytest.approx((35.2 - 1.43065) * 1e9 * 2, rel=1e-6)
+    assert _by(plan, "attention (counted) backward")
 
 
 def test_an_mlp_with_its_layers_counted_runs_its_matmuls_over_every_row_of_a_sample():

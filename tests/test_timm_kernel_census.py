@@ -52,6 +52,32 @@ def test_a_depthwise_convolution_is_counted_apart_with_its_flops_and_what_it_str
     assert counts["grouped_conv_melements"] == pytest.approx(512 / 1e6)
 
 
+def test_an_attention_is_two_batched_matmuls_and_a_softmax_over_its_scores():
+    """One head of 16 queries (4x4 patches of width 8) attending to themselves: q k^T is a bmm of
+    2 x 16 x 16 outputs over 8 (4,096 FLOPs a sample), p v one of 16 x 8 outputs over 16 (4,096): 8,192
+    FLOPs and 256 scores a sample; q, k, v and the head come from linear layers (mm/addmm, not
+    attention)."""
+    nn = torch.nn
+
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Conv2d(3, 8, 2, stride=2)
+            self.qkv = nn.Linear(8, 24)
+            self.head = nn.Linear(8, 10)
+
+        def forward(self, x):
+            t = self.embed(x).flatten(2).transpose(1, 2)  # (B, 16, 8)
+            q, k, v = self.qkv(t).chunk(3, dim=-1)
+            return self.head((torch.bmm(q, k.transpose(1, 2)).softmax(-1) @ v).mean(1))
+
+    counts = _step(Attend())
+    assert counts["attention_bmm"] == 2 and counts["attention_softmax"] == 1
+    assert counts["attention_gflops"] == pytest.approx(8192 / 1e9)
+    assert counts["attention_mscores"] == pytest.approx(256 / 1e6)
+    assert counts["forward_gemm"] == 5  # the patch conv, qkv, two bmm, head
+
+
 def test_a_view_is_not_a_kernel_but_an_in_place_op_is():
     nn = torch.nn
 

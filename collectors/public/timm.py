@@ -27,11 +27,13 @@ Normalisation:
   EfficientNet-B0 44.2 MB against 13.5 MB (3.3x: its batch norms, SiLUs and squeeze-excitation
   products save tensors that are not conv outputs). A model missing from the table falls back to
   infer_macts x 2 bytes, and its row's notes say so.
-- Layers: gemm_layers (the convolutions and matmuls one forward runs) is read from KERNEL_CENSUS,
-  counted on the meta device by collectors/public/timm_kernel_census.py (`make timm-census`), for
-  every model but the ViTs with dims (a transformer's plan counts its own); the CNN / MLP plan cuts
-  the model's FLOPs into that many GEMMs instead of reference-size convolutions. A model missing
-  from the census (or counted at another size) keeps the reference-size plan.
+- Layers: gemm_layers (the convolutions and matmuls with weights one forward runs) and, for a
+  model with attention (XCiT, Swin, CaiT, ...), attention_layers with the attentions' FLOPs and
+  scores are read from KERNEL_CENSUS, counted on the meta device by
+  collectors/public/timm_kernel_census.py (`make timm-census`), for every model but the ViTs with
+  dims (a transformer's plan counts its own); the CNN / MLP plan cuts the model's FLOPs into that
+  many GEMMs instead of reference-size convolutions, and costs the attentions on the math path. A
+  model missing from the census (or counted at another size) keeps the reference-size plan.
 - Architecture: plain ViT/DeiT models whose dimensions follow from the name (ViT paper table 1,
   DeiT/DeiT-III papers: width, depth, heads, MLP 4x width; sequence = patches + class token
   [+ distillation token]) are rows of arch 'encoder' with those dims, kept only when the dims
@@ -261,17 +263,38 @@ def measured_gemm_layers(name: str, image: int, params_m: float, path: str | Pat
 
 
 def census_columns(name: str, image: int, params_m: float, path: str | Path = KERNEL_CENSUS) -> dict[str, Any]:
-    """The feature-table columns the kernel census gives `name` at `image` px (gemm_layers); {} when
-    it did not count that model (`_measured`)."""
+    """The feature-table columns the kernel census gives `name` at `image` px: gemm_layers (the
+    convolutions and matmuls with weights) and, for a model with attention, attention_layers and
+    what they compute; {} when it did not count that model (`_measured`)."""
     layers = measured_gemm_layers(name, image, params_m, path)
-    return {"gemm_layers": layers} if layers else {}
+    if not layers:
+        return {}
+
+    def count(column: str) -> float:
+        return _measured(name, image, params_m, path, column) or 0.0
+
+    bmm, softmax = int(count("attention_bmm")), int(count("attention_softmax"))
+    if not (softmax and bmm):
+        return {"gemm_layers": layers}
+    return {
+        "gemm_layers": max(1, layers - bmm),
+        "attention_layers": softmax,
+        "attention_gflops_per_sample": count("attention_gflops"),
+        "attention_mscores_per_sample": count("attention_mscores"),
+    }
 
 
 def census_note(name: str, image: int, columns: Mapping[str, Any]) -> str:
     """The row note of `census_columns`' columns."""
+    attention = (
+        f", and {columns['attention_layers']} attentions ({columns['attention_gflops_per_sample']:g} GFLOPs, "
+        f"{columns['attention_mscores_per_sample']:g} M scores per sample)"
+        if columns.get("attention_layers")
+        else ""
+    )
     return (
-        f"gemm_layers = {columns['gemm_layers']} convolutions and matmuls per forward (timm {name} at "
-        f"{image} px, counted: collectors/public/timm_kernel_census.py)"
+        f"gemm_layers = {columns['gemm_layers']} convolutions and matmuls with weights per forward{attention} "
+        f"(timm {name} at {image} px, counted: collectors/public/timm_kernel_census.py)"
     )
 
 

@@ -22,6 +22,12 @@ writes one row per (model, image size) to TABLE:
                           channels per output, so a memory-bound kernel, not a tensor-core GEMM)
   grouped_conv_gflops     their forward GFLOPs per sample (2 x outputs x inputs per group x kernel)
   grouped_conv_melements  the elements they read and write per sample, millions (input + output)
+  attention_bmm           batched matmuls of the forward (bmm, baddbmm: two activations, an
+                          attention's scores and its weighted values)
+  attention_gflops        their forward GFLOPs per sample
+  attention_softmax       softmaxes of the forward (over the scores; on this meta device SDPA runs
+                          its math path, as timm's 2022 explicit attention did)
+  attention_mscores       the elements those softmaxes normalise per sample, millions
   params_m        parameters (millions) of the model built (timm maps some old names to others)
   (the optimizer step is the plan's own term and is not counted here)
 
@@ -54,6 +60,10 @@ COLUMNS = (
     "grouped_conv_layers",
     "grouped_conv_gflops",
     "grouped_conv_melements",
+    "attention_bmm",
+    "attention_gflops",
+    "attention_softmax",
+    "attention_mscores",
     "params_m",
     "timm_version",
     "torch_version",
@@ -83,6 +93,10 @@ NORM_OPS = frozenset(
     }
 )
 """aten operators of a normalisation layer's forward."""
+BMM_OPS = frozenset({"bmm", "baddbmm"})
+"""Batched matmuls of two activations (an attention's q k^T and p v; a linear layer runs mm/addmm)."""
+SOFTMAX_OPS = frozenset({"_softmax", "_safe_softmax"})
+"""Softmax kernels (SDPA's math path runs _safe_softmax)."""
 NO_KERNEL = frozenset(
     {
         "_unsafe_view",
@@ -119,6 +133,7 @@ def count_step(model: Any, x: Any, y: Any) -> dict[str, float]:
     counts: dict[str, Counter[str]] = {"forward": Counter(), "backward": Counter()}
     phase = ["forward"]
     grouped = {"layers": 0.0, "flops": 0.0, "elements": 0.0}
+    attention = {"bmm": 0.0, "flops": 0.0, "softmax": 0.0, "scores": 0.0}
 
     class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -127,6 +142,13 @@ def count_step(model: Any, x: Any, y: Any) -> dict[str, float]:
                 counts[phase[0]][packet] += 1
             result = func(*args, **(kwargs or {}))
             # aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+            if phase[0] == "forward" and packet in BMM_OPS:
+                inner = (args[0] if packet == "bmm" else args[1]).shape[-1]
+                attention["bmm"] += 1
+                attention["flops"] += 2.0 * result.numel() * inner
+            if phase[0] == "forward" and packet in SOFTMAX_OPS:
+                attention["softmax"] += 1
+                attention["scores"] += result.numel()
             if packet == "convolution" and phase[0] == "forward" and int(args[8]) > 1:
                 weight = args[1]
                 per_output = 2.0 * weight.shape[1] * math.prod(weight.shape[2:])
@@ -149,6 +171,10 @@ def count_step(model: Any, x: Any, y: Any) -> dict[str, float]:
         "grouped_conv_layers": grouped["layers"],
         "grouped_conv_gflops": float(f"{grouped['flops'] / batch / 1e9:.6g}"),
         "grouped_conv_melements": float(f"{grouped['elements'] / batch / 1e6:.6g}"),
+        "attention_bmm": attention["bmm"],
+        "attention_gflops": float(f"{attention['flops'] / batch / 1e9:.6g}"),
+        "attention_softmax": attention["softmax"],
+        "attention_mscores": float(f"{attention['scores'] / batch / 1e6:.6g}"),
         "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 3),
     }
 
@@ -189,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def row(name: str, image: int) -> tuple[Any, ...]:
         counts = census(name, image)
-        return (*(counts[c] for c in COLUMNS[2:10]), timm.__version__, torch.__version__)
+        return (*(counts[c] for c in COLUMNS[2:14]), timm.__version__, torch.__version__)
 
     # a model the meta device cannot run keeps the fallback
     failed = over_sweep(out, COLUMNS, todo, row, skip=(Exception,))

@@ -824,6 +824,30 @@ def _resnet(w: Workload, layout: ResNetLayout, out: list[PlannedKernel]) -> list
     return []
 
 
+def _counted_attention(
+    w: Workload, out: list[PlannedKernel], mm: str, act: str, grads: bool, ckpt: bool, most_flops: float
+) -> float:
+    """The attentions of a non-transformer model the kernel census counted (model.attention_*): each
+    on the math path (timm's 2022 attention: q k^T, softmax, p v), its scores one head of sqrt(scores)
+    queries and keys (heads x queries x keys scores cost the same), its head width attention FLOPs /
+    (4 x scores). Returns the forward FLOPs they carry (left out of the convolutions), at most
+    `most_flops`."""
+    m, b = w.model, w.training.micro_batch_size
+    scores = m.attention_mscores_per_sample * 1e6
+    head_dim = max(1, round(m.attention_gflops_per_sample * 1e9 / (4.0 * scores)))
+    seq = max(1, round(math.sqrt(scores / m.attention_layers)))
+    dtype = mm if mm in ("bf16", "fp16") else act
+    _full(
+        out,
+        "attention (counted)",
+        lambda ph: attention_work(b, 1, seq, seq, head_dim, dtype, causal=False, variant="math", phase=ph),
+        ckpt,
+        calls=m.attention_layers,
+        backward=grads,
+    )
+    return min(m.attention_gflops_per_sample * 1e9 * b, most_flops)
+
+
 def _cnn(
     w: Workload,
     recipe: FrameworkRecipe,
@@ -889,6 +913,8 @@ def _cnn(
         ]
     c_in, c_out = CNN_REFERENCE_CHANNELS
     k = CNN_REFERENCE_KERNEL
+    if layers_known and m.attention_layers and m.attention_mscores_per_sample > 0:
+        flops_fwd -= _counted_attention(w, out, mm, act, grads, ckpt, 0.99 * flops_fwd)
     if layers_known:  # gemm_layers convolutions of one size: c_in -> 2 c_in channels, 3x3, 28x28
         per_layer = flops_fwd / float(m.gemm_layers)  # type: ignore[arg-type]
         unit = conv_work(b, 1, 2, 28, 28, k, mm, phase="forward").flops
