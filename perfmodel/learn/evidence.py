@@ -156,8 +156,8 @@ class Evidence:
         # the overhead of the runs it applies to: an eager transformer on an accelerator takes none, so
         # its residual does not set anyone's (with timm held out, NeuSight's GPT-2 runs had set the
         # eager CNNs' overhead); an approximate plan takes its stack's, but its residual is mostly
-        # what the plan leaves out, so it sets no one's either (with timm held out, NCF's runs,
-        # measured 2-8x slower than their plan, had set the eager CNNs' overhead to +0.15 for -0.05)
+        # what the plan leaves out, so it sets no one's either (NCF's runs, measured 2-8x slower than
+        # their plan, had raised the eager CNNs' overhead; README, "What changed from model 20")
         applies = [
             i for i, r in enumerate(rows) if not is_eager_transformer(r) and _num(r, "plan_approximate") <= 0
         ] or list(range(len(rows)))
