@@ -19,9 +19,13 @@ writes one row per (model, image size) to TABLE:
   forward_ops     every computing operator of the forward
   backward_ops    every computing operator of the backward
   grouped_conv_layers     grouped and depthwise convolutions of the forward (groups > 1: few input
-                          channels per output, so a memory-bound kernel, not a tensor-core GEMM)
+                          channels per output: one small GEMM per group, not one large one)
   grouped_conv_gflops     their forward GFLOPs per sample (2 x outputs x inputs per group x kernel)
   grouped_conv_melements  the elements they read and write per sample, millions (input + output)
+  depthwise_conv_layers   of those, the depthwise ones (one input channel per group: cuDNN runs them
+                          as direct stencil kernels that stream their input and output, not as GEMMs)
+  depthwise_conv_gflops   their forward GFLOPs per sample
+  depthwise_conv_melements  the elements they read and write per sample, millions (input + output)
   attention_bmm           batched matmuls of the forward (bmm, baddbmm: two activations, an
                           attention's scores and its weighted values)
   attention_gflops        their forward GFLOPs per sample
@@ -60,6 +64,9 @@ COLUMNS = (
     "grouped_conv_layers",
     "grouped_conv_gflops",
     "grouped_conv_melements",
+    "depthwise_conv_layers",
+    "depthwise_conv_gflops",
+    "depthwise_conv_melements",
     "attention_bmm",
     "attention_gflops",
     "attention_softmax",
@@ -133,6 +140,7 @@ def count_step(model: Any, x: Any, y: Any) -> dict[str, float]:
     counts: dict[str, Counter[str]] = {"forward": Counter(), "backward": Counter()}
     phase = ["forward"]
     grouped = {"layers": 0.0, "flops": 0.0, "elements": 0.0}
+    depthwise = {"layers": 0.0, "flops": 0.0, "elements": 0.0}
     attention = {"bmm": 0.0, "flops": 0.0, "softmax": 0.0, "scores": 0.0}
 
     class Count(TorchDispatchMode):
@@ -152,9 +160,10 @@ def count_step(model: Any, x: Any, y: Any) -> dict[str, float]:
             if packet == "convolution" and phase[0] == "forward" and int(args[8]) > 1:
                 weight = args[1]
                 per_output = 2.0 * weight.shape[1] * math.prod(weight.shape[2:])
-                grouped["layers"] += 1
-                grouped["flops"] += per_output * result.numel()
-                grouped["elements"] += args[0].numel() + result.numel()
+                for tally in (grouped, depthwise) if weight.shape[1] == 1 else (grouped,):
+                    tally["layers"] += 1
+                    tally["flops"] += per_output * result.numel()
+                    tally["elements"] += args[0].numel() + result.numel()
             return result
 
     batch = float(x.shape[0])
@@ -171,6 +180,9 @@ def count_step(model: Any, x: Any, y: Any) -> dict[str, float]:
         "grouped_conv_layers": grouped["layers"],
         "grouped_conv_gflops": float(f"{grouped['flops'] / batch / 1e9:.6g}"),
         "grouped_conv_melements": float(f"{grouped['elements'] / batch / 1e6:.6g}"),
+        "depthwise_conv_layers": depthwise["layers"],
+        "depthwise_conv_gflops": float(f"{depthwise['flops'] / batch / 1e9:.6g}"),
+        "depthwise_conv_melements": float(f"{depthwise['elements'] / batch / 1e6:.6g}"),
         "attention_bmm": attention["bmm"],
         "attention_gflops": float(f"{attention['flops'] / batch / 1e9:.6g}"),
         "attention_softmax": attention["softmax"],
