@@ -78,6 +78,12 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.attention_layers": FieldRange(0, 100_000),
     "model.attention_gflops_per_sample": FieldRange(0, 1e7),
     "model.attention_mscores_per_sample": FieldRange(0, 1e9),
+    "model.depthwise_layers": FieldRange(0, 100_000),
+    "model.depthwise_gflops_per_sample": FieldRange(0, 1e7),
+    "model.depthwise_melements_per_sample": FieldRange(0, 1e9),
+    "model.grouped_layers": FieldRange(0, 100_000),
+    "model.grouped_gflops_per_sample": FieldRange(0, 1e7),
+    "model.grouped_melements_per_sample": FieldRange(0, 1e9),
     "model.part_layers": FieldRange(0, 10_000),
     "model.part_tokens": FieldRange(0, 1 << 27),
     "model.part_hidden_size": FieldRange(0, 1 << 20),
@@ -264,6 +270,21 @@ class ModelSpec:
     forward_gflops_per_sample."""
     attention_mscores_per_sample: float = 0.0
     """Scores those attentions normalise per sample (heads x queries x keys, all layers), millions."""
+    depthwise_layers: int = 0
+    """Depthwise convolutions (one input channel per group) among gemm_layers: each costed as a
+    memory-bound stencil over its input and output, not as a GEMM (EfficientNet, MobileNet,
+    ConvNeXt)."""
+    depthwise_gflops_per_sample: float = 0.0
+    """Forward GFLOPs of those depthwise convolutions per sample; part of forward_gflops_per_sample."""
+    depthwise_melements_per_sample: float = 0.0
+    """Elements those depthwise convolutions read and write per sample (inputs + outputs), millions."""
+    grouped_layers: int = 0
+    """Grouped convolutions with several input channels a group (ResNeXt, RegNet, NFNet) among
+    gemm_layers: each costed as a batched GEMM of its groups, one group's width wide."""
+    grouped_gflops_per_sample: float = 0.0
+    """Forward GFLOPs of those grouped convolutions per sample; part of forward_gflops_per_sample."""
+    grouped_melements_per_sample: float = 0.0
+    """Elements those grouped convolutions read and write per sample (inputs + outputs), millions."""
     part_layers: int = 0
     """Transformer blocks inside a model that is not itself a transformer (arch mlp/other: a Ludwig
     ECD model's FT-Transformer combiner or transformer sequence encoder, Ludwig's TransformerStack in

@@ -190,6 +190,52 @@ def test_a_cnn_with_its_layers_counted_runs_that_many_convolutions_whatever_its_
         assert ref.calls == pytest.approx(8.18e9 / (2 * 784 * 128 * 256 * 9) * scale, rel=0.01)
 
 
+def test_a_cnns_depthwise_convolutions_stream_their_inputs_and_outputs_apart_from_the_gemms():
+    """EfficientNet-B0 at 224 px, worked by hand from its blocks: 16 depthwise convolutions (one per
+    MBConv block) that read and write 802,816 (32 ch @ 112) + 1,505,280 (96 @ 112 -> 56) + 903,168
+    + 564,480 + 376,320 + 235,200 + 2 x 188,160 + 188,160 + 2 x 263,424 + 164,640 + 3 x 112,896 +
+    112,896 = 6,094,816 elements an image (the census: 6.09482 M, and 82 GEMMs a forward). Each is
+    costed as a stream over its input and output (2 images: 380,926 outputs a layer at bf16:
+    forward 2 x 2 bytes each), one BN per convolution still, and the 66 others carry the
+    remaining FLOPs."""
+    b0 = dict(gemm_layers=82, depthwise_layers=16, depthwise_gflops_per_sample=0.0690641,
+              depthwise_melements_per_sample=6.09482, forward_gflops_per_sample=0.8, activation_mb_per_sample=80.0)  # fmt: skip
+    plan = plan_step(_counted("resnet50", **b0))
+    (dw,) = _by(plan, "depthwise convolutions (counted) forward")
+    assert dw.calls == 16
+    assert dw.work.kind == "elementwise" and dw.work.flops == 0
+    assert dw.work.bytes == pytest.approx(2 * 6_094_816 / 16 / 2 * 2 * 2, rel=1e-4)
+    assert _by(plan, "depthwise convolutions (counted) backward")
+    (conv,) = [k for k in plan.kernels if k.label == "convolutions forward"]
+    assert conv.calls == pytest.approx(66, rel=0.05)
+    assert conv.work.flops * conv.calls == pytest.approx((0.8 - 0.0690641) * 1e9 * 2, rel=1e-6)
+    (bn,) = _by(plan, "batch norm forward")
+    assert bn.calls == pytest.approx(conv.calls + 16)
+
+
+def test_a_cnns_grouped_convolutions_run_as_batched_gemms_one_group_wide():
+    """ResNeXt-50 32x4d at 224 px, worked by hand: one 3x3 grouped convolution (32 groups) per
+    bottleneck, 16 in all, 128 / 256 / 512 / 1024 channels at 56 / 28 / 14 / 7 px (groups 4, 8, 16,
+    32 channels wide): each stage 28,901,376 FLOPs a block (401,408 outputs x 2 x 4 x 9 ...), 462.4 M
+    in all; inputs + outputs 3 x 802,816 + (802,816 + 200,704) + 3 x 401,408 + (401,408 + 100,352)
+    + 5 x 200,704 + (200,704 + 50,176) + 2 x 100,352 = 6,573,056 (the census: 0.462422 GFLOPs,
+    6.57306 M, 16 layers of 54 GEMMs). At 2 images a layer has 410,816 outputs and 57.8 MFLOPs:
+    K = 57.8 M / (2 x 410,816) = 70, so 8 channels a group, over 2 x 28 x 28 = 1,568 rows and
+    410,816 / (1,568 x 8) = 33 groups; the 38 dense convolutions carry the rest of the FLOPs."""
+    x50 = dict(gemm_layers=54, grouped_layers=16, grouped_gflops_per_sample=0.462422,
+               grouped_melements_per_sample=6.57306, forward_gflops_per_sample=8.5, activation_mb_per_sample=200.0)  # fmt: skip
+    plan = plan_step(_counted("resnet50", **x50))
+    (grouped,) = _by(plan, "grouped convolutions (counted) forward")
+    assert grouped.work.kind == "matmul"
+    assert grouped.work.shape == (1568, 8, 70, 33)
+    assert grouped.calls == pytest.approx(16, rel=0.05)
+    assert grouped.work.flops * grouped.calls == pytest.approx(0.462422e9 * 2, rel=1e-6)
+    assert _by(plan, "grouped convolutions (counted) backward")
+    (conv,) = [k for k in plan.kernels if k.label == "convolutions forward"]
+    assert conv.calls == pytest.approx(38, rel=0.05)
+    assert conv.work.flops * conv.calls == pytest.approx((8.5 - 0.462422) * 1e9 * 2, rel=1e-6)
+
+
 def test_a_hybrid_transformers_counted_attentions_run_on_the_math_path_with_their_own_flops():
     """BEiT-B/16 at 224 px by the census (collectors/public/timm_kernel_census.csv: 24 batched
     matmuls and 12 softmaxes a forward, 1.43065 GFLOPs and 5.5885 M scores an image): 12 heads x

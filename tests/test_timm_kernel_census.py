@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from collectors.public.timm import KERNEL_CENSUS, measured_gemm_layers  # noqa: E402
+from collectors.public.timm import KERNEL_CENSUS, census_columns, measured_gemm_layers  # noqa: E402
 from collectors.public.timm_kernel_census import count_step  # noqa: E402
 
 
@@ -50,6 +50,19 @@ def test_a_depthwise_convolution_is_counted_apart_with_its_flops_and_what_it_str
     assert counts["grouped_conv_layers"] == 1
     assert counts["grouped_conv_gflops"] == pytest.approx(4608 / 1e9)
     assert counts["grouped_conv_melements"] == pytest.approx(512 / 1e6)
+    assert counts["depthwise_conv_layers"] == 1
+    assert counts["depthwise_conv_gflops"] == pytest.approx(4608 / 1e9)
+    assert counts["depthwise_conv_melements"] == pytest.approx(512 / 1e6)
+
+
+def test_a_grouped_convolution_with_several_channels_a_group_is_not_depthwise():
+    """groups = 2 over 4 channels (2 input channels a group: a small GEMM per group, as cuDNN runs
+    ResNeXt's and RegNet's) is grouped, not depthwise: 256 outputs x 2 x 2 x 9 = 9,216 FLOPs."""
+    nn = torch.nn
+    counts = _step(nn.Sequential(nn.Conv2d(3, 4, 1), nn.Conv2d(4, 4, 3, padding=1, groups=2), nn.Flatten(), nn.Linear(256, 10)))
+    assert counts["grouped_conv_layers"] == 1
+    assert counts["grouped_conv_gflops"] == pytest.approx(9216 / 1e9)
+    assert counts["depthwise_conv_layers"] == 0 and counts["depthwise_conv_melements"] == 0
 
 
 def test_an_attention_is_two_batched_matmuls_and_a_softmax_over_its_scores():
@@ -104,3 +117,20 @@ def test_the_importer_reads_resnet50s_count_and_refuses_a_model_of_another_size(
     assert measured_gemm_layers("resnet50", 224, 25.557) == 54
     assert measured_gemm_layers("resnet50", 224, 44.5) is None  # not the model counted
     assert measured_gemm_layers("not_a_model", 224, 1.0) is None
+
+
+def test_the_importer_splits_the_grouped_convolutions_into_depthwise_and_grouped_columns():
+    """The feature-table columns of three counted models, against their hand counts (the plan's
+    tests in tests/test_step_plan.py work the same numbers): EfficientNet-B0 at 224 px has 16
+    depthwise convolutions (one per MBConv block) reading and writing 6,094,816 elements an image and
+    no other grouped one; ResNeXt-50 32x4d has 16 grouped ones (32 groups, 4-32 channels each), 462.4
+    MFLOPs and 6,573,056 elements, and no depthwise one; ResNet-50 has neither."""
+    b0 = census_columns("efficientnet_b0", 224, 5.289)
+    assert b0["gemm_layers"] == 82 and b0["depthwise_layers"] == 16
+    assert b0["depthwise_melements_per_sample"] == pytest.approx(6.094816, rel=1e-5)
+    assert "grouped_layers" not in b0
+    x50 = census_columns("resnext50_32x4d", 224, 25.029)
+    assert x50["grouped_layers"] == 16 and "depthwise_layers" not in x50
+    assert x50["grouped_gflops_per_sample"] == pytest.approx(0.4624220, rel=1e-5)
+    assert x50["grouped_melements_per_sample"] == pytest.approx(6.573056, rel=1e-5)
+    assert census_columns("resnet50", 224, 25.557) == {"gemm_layers": 54}

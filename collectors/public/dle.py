@@ -14,8 +14,8 @@ What is kept, by README family:
   architecture and image size (CNN_DIMS; timm results/benchmark-infer-amp-nchw-pt110-cu113-rtx3090.csv
   @ 1331c145) and what they save for backward from the timm sweep's measured table (CNN_TIMM,
   collectors.public.timm.measured_saved_mb; timm's million activations x 2 bytes without it) and
-  how many convolutions and matmuls they run from the timm kernel census (gemm_layers,
-  collectors.public.timm.census_columns). Batch per GPU: the
+  how many convolutions and matmuls they run, depthwise and grouped ones apart, from the timm
+  kernel census (gemm_layers, depthwise_*, grouped_*; collectors.public.timm.census_columns). Batch per GPU: the
   table's cell (TensorFlow, "128 (FP32) / 256 (AMP)"), the benchmark command quoted above the
   table (MXNet "-b 192 --dtype float16"), the `--batch-size` default the README states
   (PaddlePaddle, 256), or, for PyTorch (the README does not print it), the `batch_size` of

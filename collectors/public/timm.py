@@ -27,12 +27,15 @@ Normalisation:
   EfficientNet-B0 44.2 MB against 13.5 MB (3.3x: its batch norms, SiLUs and squeeze-excitation
   products save tensors that are not conv outputs). A model missing from the table falls back to
   infer_macts x 2 bytes, and its row's notes say so.
-- Layers: gemm_layers (the convolutions and matmuls with weights one forward runs) and, for a
-  model with attention (XCiT, Swin, CaiT, ...), attention_layers with the attentions' FLOPs and
-  scores are read from KERNEL_CENSUS, counted on the meta device by
+- Layers: gemm_layers (the convolutions and matmuls with weights one forward runs), of those the
+  depthwise convolutions (depthwise_*: EfficientNet, MobileNet, ConvNeXt) and the other grouped
+  ones (grouped_*: ResNeXt, RegNet, NFNet) with their FLOPs and the elements they read and write,
+  and, for a model with attention (XCiT, Swin, CaiT, ...), attention_layers with the attentions'
+  FLOPs and scores are read from KERNEL_CENSUS, counted on the meta device by
   collectors/public/timm_kernel_census.py (`make timm-census`), for every model but the ViTs with
   dims (a transformer's plan counts its own); the CNN / MLP plan cuts the model's FLOPs into that
-  many GEMMs instead of reference-size convolutions, and costs the attentions on the math path. A
+  many GEMMs instead of reference-size convolutions, streams the depthwise convolutions, runs the
+  grouped ones as batched GEMMs one group wide, and costs the attentions on the math path. A
   model missing from the census (or counted at another size) keeps the reference-size plan.
 - Architecture: plain ViT/DeiT models whose dimensions follow from the name (ViT paper table 1,
   DeiT/DeiT-III papers: width, depth, heads, MLP 4x width; sequence = patches + class token
@@ -71,6 +74,10 @@ TORCH_VERSIONS = {"pt110": "1.10", "pt111": "1.11", "pt112": "1.12"}
 KEPT_LAYOUTS = ("nchw",)
 """Memory layouts imported (see the module docstring: NHWC is not expressible by the workload)."""
 ARCH_BY_GUESS = {"cnn": "cnn", "mlp": "mlp", "vit": "other", "hybrid/other-transformer": "other"}
+CONVOLUTIONAL_MIXERS = re.compile(r"^convmixer_")
+"""Models the data file guesses 'mlp' that mix with convolutions: ConvMixer mixes its patches with a
+depthwise k x k convolution and its channels with a pointwise one, each followed by a batch norm
+(Trockman & Kolter, "Patches Are All You Need?", 2022; timm convmixer.py), so it is planned as a CNN."""
 SAVED_ACTIVATIONS = Path(__file__).with_name("timm_saved_activations.csv")
 """(model, img_size) -> saved_mb_per_sample, measured by collectors/public/timm_activations.py."""
 KERNEL_CENSUS = Path(__file__).with_name("timm_kernel_census.csv")
@@ -264,8 +271,9 @@ def measured_gemm_layers(name: str, image: int, params_m: float, path: str | Pat
 
 def census_columns(name: str, image: int, params_m: float, path: str | Path = KERNEL_CENSUS) -> dict[str, Any]:
     """The feature-table columns the kernel census gives `name` at `image` px: gemm_layers (the
-    convolutions and matmuls with weights) and, for a model with attention, attention_layers and
-    what they compute; {} when it did not count that model (`_measured`)."""
+    convolutions and matmuls with weights), for a model with depthwise convolutions how many and
+    what they read and write, and for a model with attention, attention_layers and what they
+    compute; {} when it did not count that model (`_measured`)."""
     layers = measured_gemm_layers(name, image, params_m, path)
     if not layers:
         return {}
@@ -273,15 +281,30 @@ def census_columns(name: str, image: int, params_m: float, path: str | Path = KE
     def count(column: str) -> float:
         return _measured(name, image, params_m, path, column) or 0.0
 
+    columns: dict[str, Any] = {"gemm_layers": layers}
+    depthwise = int(count("depthwise_conv_layers"))
+    if depthwise:
+        columns.update(
+            depthwise_layers=depthwise,
+            depthwise_gflops_per_sample=count("depthwise_conv_gflops"),
+            depthwise_melements_per_sample=count("depthwise_conv_melements"),
+        )
+    grouped = int(count("grouped_conv_layers")) - depthwise
+    if grouped > 0:  # the grouped convolutions that are not depthwise
+        columns.update(
+            grouped_layers=grouped,
+            grouped_gflops_per_sample=max(0.0, count("grouped_conv_gflops") - count("depthwise_conv_gflops")),
+            grouped_melements_per_sample=max(0.0, count("grouped_conv_melements") - count("depthwise_conv_melements")),
+        )
     bmm, softmax = int(count("attention_bmm")), int(count("attention_softmax"))
-    if not (softmax and bmm):
-        return {"gemm_layers": layers}
-    return {
-        "gemm_layers": max(1, layers - bmm),
-        "attention_layers": softmax,
-        "attention_gflops_per_sample": count("attention_gflops"),
-        "attention_mscores_per_sample": count("attention_mscores"),
-    }
+    if softmax and bmm:
+        columns.update(
+            gemm_layers=max(1, layers - bmm),
+            attention_layers=softmax,
+            attention_gflops_per_sample=count("attention_gflops"),
+            attention_mscores_per_sample=count("attention_mscores"),
+        )
+    return columns
 
 
 def census_note(name: str, image: int, columns: Mapping[str, Any]) -> str:
@@ -292,8 +315,14 @@ def census_note(name: str, image: int, columns: Mapping[str, Any]) -> str:
         if columns.get("attention_layers")
         else ""
     )
+    depthwise = (
+        f" ({columns['depthwise_layers']} of them depthwise, {columns['depthwise_melements_per_sample']:g} M "
+        "elements read and written per sample)"
+        if columns.get("depthwise_layers")
+        else ""
+    )
     return (
-        f"gemm_layers = {columns['gemm_layers']} convolutions and matmuls with weights per forward{attention} "
+        f"gemm_layers = {columns['gemm_layers']} convolutions and matmuls with weights per forward{depthwise}{attention} "
         f"(timm {name} at {image} px, counted: collectors/public/timm_kernel_census.py)"
     )
 
@@ -332,6 +361,8 @@ def _add(
     params = float(round(params_m * 1e6))
     dims = vit_dims(name, image, params, gmacs)
     arch = "encoder" if dims else ARCH_BY_GUESS.get(r["derived_arch_guess"], "other")
+    if CONVOLUTIONAL_MIXERS.match(name):
+        arch = "cnn"
     seq_len = dims.pop("seq_len") if dims else None
     columns: dict[str, Any] = {
         "params_total": params,

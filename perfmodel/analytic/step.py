@@ -824,6 +824,57 @@ def _resnet(w: Workload, layout: ResNetLayout, out: list[PlannedKernel]) -> list
     return []
 
 
+def _counted_depthwise(w: Workload, out: list[PlannedKernel], act: str, grads: bool, ckpt: bool) -> int:
+    """The depthwise convolutions of a CNN the kernel census counted (model.depthwise_*: one input
+    channel per group, so a few FLOPs per element): cuDNN runs them as direct stencil kernels that
+    stream their input and output, not as implicit GEMMs, so each is costed as a memory-bound kernel
+    over its input and output (forward: read x, write y; backward: dx and dw, two kernels that each
+    read two tensors, costed like mul's). Returns how many there are (0: none counted)."""
+    m, b = w.model, w.training.micro_batch_size
+    layers = int(m.depthwise_layers or 0)
+    if layers <= 0 or m.depthwise_melements_per_sample <= 0:
+        return 0
+    # per layer, half of what it reads and writes is its output
+    elements = _i(m.depthwise_melements_per_sample * 1e6 * b / layers / 2.0)
+    _full(
+        out,
+        "depthwise convolutions (counted)",
+        lambda ph: elementwise_work(elements, act, variant="mul", inputs=1, phase=ph),
+        ckpt,
+        calls=layers,
+        backward=grads,
+    )
+    return layers
+
+
+def _counted_grouped(w: Workload, out: list[PlannedKernel], mm: str, grads: bool, ckpt: bool) -> int:
+    """The grouped convolutions with several input channels a group the kernel census counted
+    (model.grouped_*): cuDNN runs each as one implicit GEMM per group, so each is costed as a batched
+    GEMM of its groups at 28x28 (the plan's reference side), a group's K = FLOPs / (2 x outputs)
+    (3x3 kernels: K / 9 channels a group, its N). Returns how many there are (0: none counted)."""
+    m, b = w.model, w.training.micro_batch_size
+    layers = int(m.grouped_layers or 0)
+    if layers <= 0 or m.grouped_melements_per_sample <= 0 or m.grouped_gflops_per_sample <= 0:
+        return 0
+    flops = m.grouped_gflops_per_sample * 1e9 * b / layers
+    outputs = m.grouped_melements_per_sample * 1e6 * b / layers / 2.0  # half of what it moves
+    k = max(9, _i(flops / (2.0 * outputs)))
+    n = max(1, round(k / 9))
+    rows = _i(b * 28 * 28)
+    groups = max(1, round(outputs / (rows * n)))
+    work = matmul_work(rows, n, k, mm, batch=groups)
+    calls = layers * flops / work.flops if work.flops else 0.0
+    _full(
+        out,
+        "grouped convolutions (counted)",
+        lambda ph: matmul_work(rows, n, k, mm, batch=groups, phase=ph),
+        ckpt,
+        calls=calls,
+        backward=grads,
+    )
+    return layers
+
+
 def _counted_attention(
     w: Workload, out: list[PlannedKernel], mm: str, act: str, grads: bool, ckpt: bool, most_flops: float
 ) -> float:
@@ -856,7 +907,8 @@ def _cnn(
     on_cpu: bool,
     costed_flops_per_sample: float = 0.0,
 ) -> list[str]:
-    """A CNN/MLP as one implicit-GEMM convolution with its FLOPs, plus its batch-norm and elementwise
+    """A CNN/MLP as one implicit-GEMM convolution with its FLOPs (the census's depthwise and grouped
+    convolutions apart: `_counted_depthwise`, `_counted_grouped`), plus its batch-norm and elementwise
     traffic over the activations it keeps; a ResNet torchvision builds (activations.resnet_layout)
     layer by layer (`_resnet`). `costed_flops_per_sample`: forward FLOPs already costed kernel by
     kernel (a transformer part), left out here."""
@@ -915,8 +967,14 @@ def _cnn(
     k = CNN_REFERENCE_KERNEL
     if layers_known and m.attention_layers and m.attention_mscores_per_sample > 0:
         flops_fwd -= _counted_attention(w, out, mm, act, grads, ckpt, 0.99 * flops_fwd)
+    depthwise = _counted_depthwise(w, out, act, grads, ckpt) if layers_known else 0
+    if depthwise:
+        flops_fwd = max(0.01 * flops_fwd, flops_fwd - m.depthwise_gflops_per_sample * 1e9 * b)
+    grouped = _counted_grouped(w, out, mm, grads, ckpt) if layers_known else 0
+    if grouped:
+        flops_fwd = max(0.01 * flops_fwd, flops_fwd - m.grouped_gflops_per_sample * 1e9 * b)
     if layers_known:  # gemm_layers convolutions of one size: c_in -> 2 c_in channels, 3x3, 28x28
-        per_layer = flops_fwd / float(m.gemm_layers)  # type: ignore[arg-type]
+        per_layer = flops_fwd / float(max(1, m.gemm_layers - depthwise - grouped))  # type: ignore[operator]
         unit = conv_work(b, 1, 2, 28, 28, k, mm, phase="forward").flops
         c_in = max(1, round(math.sqrt(per_layer / unit)))
         c_out = 2 * c_in
@@ -934,8 +992,8 @@ def _cnn(
             )
         )
     if kept_elements >= 1:
-        # one BN per conv (v1.5: ~ 2 per conv work of the reference size)
-        norms = max(1.0, per_image if layers_known else per_image * 2.0)
+        # one BN per conv, the depthwise ones too (v1.5: ~ 2 per conv work of the reference size)
+        norms = max(1.0, per_image + depthwise + grouped if layers_known else per_image * 2.0)
         cols = c_out
         rows = _i(kept_elements / CNN_SAVED_PER_NORM_INPUT / norms / cols) if norms else 1
         _full(
@@ -954,10 +1012,14 @@ def _cnn(
             calls=norms * CNN_ELEMENTWISE_PER_NORM,
             backward=grads,
         )
+    apart = [f"{depthwise} depthwise convolutions streamed"] if depthwise else []
+    apart += [f"{grouped} grouped convolutions as batched GEMMs one group wide"] if grouped else []
     return [
         f"a {m.arch} is costed as {per_image:.0f} convolutions of "
         + ("one size (gemm_layers) " if layers_known else "a representative shape ")
-        + f"per step ({c_in}->{c_out} channels, {k}x{k}, 28x28) plus batch-norm and elementwise work over half of what it "
+        + f"per step ({c_in}->{c_out} channels, {k}x{k}, 28x28)"
+        + "".join(f", {a}" for a in apart)
+        + " plus batch-norm and elementwise work over half of what it "
         "saves for backward (the batch norms' inputs)"
         + ("; its memory format (training.channels_last) is not costed" if m.arch == "cnn" else "")
     ]
