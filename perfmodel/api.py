@@ -106,6 +106,24 @@ def predict_document(config: ConfigInput | RunRequest = None, /, **options: Any)
     return document(*predict_with_fits(request_of(config, **options)))
 
 
+def timm_catalog() -> list[dict[str, Any]]:
+    """Every model of perfmodel's timm table (`timm/<name>`), as `perfmodel models --timm --json`
+    gives it: name, family, arch, parameters, forward GFLOPs per image and the image side."""
+    from perfmodel.catalog.models import TIMM_PREFIX, timm_models
+
+    return [
+        {
+            "name": f"{TIMM_PREFIX}{name}",
+            "family": row["family"],
+            "arch": row["arch"],
+            "params_total": row["params_total"],
+            "forward_gflops_per_sample": row["forward_gflops_per_sample"],
+            "img_size": row["img_size"],
+        }
+        for name, row in timm_models().items()
+    ]
+
+
 def model_catalog() -> list[dict[str, Any]]:
     """Every catalog architecture as `perfmodel models --json` and `GET /v1/models` give it."""
     out = []

@@ -83,6 +83,10 @@ def test_gpus_and_models_commands():
     assert res.returncode == 0
     assert "llama2-7b" in [m["name"] for m in json.loads(res.stdout)]
     assert run("gpus").returncode == 0 and run("models").returncode == 0
+    res = run("models", "--timm", "--json")
+    timm = {m["name"]: m for m in json.loads(res.stdout)}
+    assert res.returncode == 0 and timm["timm/efficientnet_b0"]["img_size"] == 224
+    assert run("models", "--timm").returncode == 0
 
 
 @pytest.mark.parametrize(

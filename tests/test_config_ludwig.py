@@ -11,7 +11,7 @@ import pytest
 from perfmodel.catalog import resolve_model_key
 from perfmodel.config import detect_format, load_workload
 from perfmodel.config.overrides import read_config_file
-from perfmodel.errors import ConfigError, UnsupportedError
+from perfmodel.errors import CatalogError, ConfigError, UnsupportedError
 
 FIX = Path(__file__).parent / "fixtures" / "configs"
 REAL = Path(__file__).resolve().parents[2] / "shared" / "ludwig-configs"
@@ -408,3 +408,26 @@ def test_every_ludwig_key_in_the_reference_is_read_by_the_translation():
             leaf = part.strip("().[]").split(".")[-1]
             if leaf and "<" not in leaf:
                 assert f'"{leaf}"' in body, f"{leaf} ({entry}) is listed in KEYS_READ but no code reads it"
+
+
+def test_ecd_timm_encoder_is_its_row_of_the_timm_table_scaled_to_the_image_size(tmp_path):
+    """Ludwig's `timm` encoder (timm.create_model(model_name, num_classes=0)) on 112x112 images:
+    EfficientNet-B0's numbers at 224 px (0.4 GMACs = 0.8 GFLOPs, timm's published figure; 44.18 MB
+    saved; 16 depthwise convolutions moving 6,094,816 elements) times (112 x 112) / (224 x 224) = 1/4;
+    the layer counts stay. A pretrained tag (.ra_in1k) is not part of the architecture."""
+    cfg = tmp_path / "timm.yaml"
+    cfg.write_text(
+        "input_features:\n  - name: image_path\n    type: image\n"
+        "    preprocessing: {height: 112, width: 112, num_channels: 3}\n"
+        "    encoder: {type: timm, model_name: efficientnet_b0.ra_in1k}\n"
+        "output_features:\n  - {name: label, type: category}\ntrainer: {epochs: 1, batch_size: 32}\n"
+    )
+    m = load_workload(cfg, rows=1000).model
+    assert m.name == "timm/efficientnet_b0" and m.arch == "cnn" and m.family == "efficientnet"
+    assert m.forward_gflops_per_sample == pytest.approx(0.8 / 4)
+    assert m.activation_mb_per_sample == pytest.approx(44.18 / 4)
+    assert m.depthwise_melements_per_sample == pytest.approx(6.09482 / 4)
+    assert (m.gemm_layers, m.depthwise_layers, m.params_total) == (82, 16, 5_290_000)
+    cfg.write_text(cfg.read_text().replace("efficientnet_b0.ra_in1k", "efficientnet_b99"))
+    with pytest.raises(CatalogError, match="unknown timm model .efficientnet_b99.; did you mean"):
+        load_workload(cfg, rows=1000)

@@ -164,7 +164,7 @@ def test_models_table_names_every_architecture_whole_at_80_columns(catalog_conso
     from perfmodel.catalog import model_names
     from perfmodel.cli.commands_catalog import models_command
 
-    models_command(json_out=False)
+    models_command(json_out=False, timm=False)
     lines = text_of(catalog_console)
     assert "…" not in "\n".join(lines)
     first_words = {line.split()[0] for line in lines[2:] if line.strip()}
@@ -372,3 +372,14 @@ def test_prediction_notes_are_one_summary_line_and_explain_lists_them(prediction
         if ": " in plain:
             assert plain.index("does not fit") < plain.find("few measured") or "few measured" not in plain
     assert notes_summary([], [], 80) == ""
+
+
+def test_timm_models_table_names_every_model_whole_at_80_columns(catalog_console):
+    from perfmodel.catalog.models import timm_models
+    from perfmodel.cli.commands_catalog import models_command
+
+    models_command(json_out=False, timm=True)
+    lines = text_of(catalog_console)
+    assert "…" not in "\n".join(lines)
+    first_words = {line.split()[0] for line in lines[2:] if line.strip()}
+    assert not [name for name in timm_models() if f"timm/{name}" not in first_words]

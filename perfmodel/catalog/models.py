@@ -9,7 +9,9 @@ the folder it was found under, never after text inside the file.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import functools
 import json
 import re
 from pathlib import Path
@@ -82,10 +84,59 @@ def hf_cached_config(repo_id: str) -> Path | None:
     return Path(found) if isinstance(found, str) else None
 
 
+TIMM_PREFIX = "timm/"
+"""`timm/<model name>`: a timm model of perfmodel's timm table (`timm_models.csv`)."""
+TIMM_TABLE = Path(__file__).with_name("timm_models.csv")
+"""The timm models the feature table trained on, as the plan costs them (collectors/public/timm_catalog.py)."""
+
+
+@functools.cache
+def timm_models() -> dict[str, dict[str, Any]]:
+    """timm model name -> its row of TIMM_TABLE (numbers as int or float)."""
+    with TIMM_TABLE.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    text = ("model", "family", "arch")
+    return {
+        r["model"]: {k: (v if k in text else (int(v) if k.endswith(("_layers", "_size", "_total")) else float(v)))
+                     for k, v in r.items()}  # fmt: skip
+        for r in rows
+    }
+
+
+def timm_model(name: str) -> tuple[ModelSpec, int]:
+    """The ModelSpec of timm model `name` (`timm/` prefix optional; a pretrained tag such as
+    `.sail_in22k_ft_in1k` is dropped) and the image side its numbers are for."""
+    bare = name[len(TIMM_PREFIX) :] if name.lower().startswith(TIMM_PREFIX) else name
+    bare = bare.split(".", 1)[0].strip().lower()
+    row = timm_models().get(bare)
+    if row is None:
+        raise unknown_name(
+            "timm model",
+            bare,
+            list(timm_models()),
+            f"(the {len(timm_models())} timm models perfmodel has trained on, at their training image size: "
+            f"perfmodel/catalog/timm_models.csv; for another, give model.arch, model.params_total, "
+            f"model.forward_gflops_per_sample and model.activation_mb_per_sample)",
+        )
+    side = int(row["img_size"])
+    fields = {k: v for k, v in row.items() if k in _MODEL_FIELDS and k not in ("model",)}
+    spec = ModelSpec(
+        **{**fields, "gemm_layers": fields.get("gemm_layers") or None},
+        name=f"{TIMM_PREFIX}{bare}",
+        reference_input=f"{side}x{side} image",
+        source=f"timm {bare} at {side} px: timm's published GMACs, measured saved activations and the kernel "
+        "census (perfmodel/catalog/timm_models.csv, collectors/public/timm_catalog.py)",
+    )
+    return spec, side
+
+
 def get_model(name: str, *, base_dir: Path | None = None) -> ModelSpec:
     """The model called `name`: a path to a Hugging Face config.json or its folder (relative to
-    `base_dir`, else the current directory), a catalog key, alias or Hugging Face id, or a Hugging
-    Face id whose config.json is in the local Hugging Face cache."""
+    `base_dir`, else the current directory), `timm/<name>` (a timm model of perfmodel's timm table), a
+    catalog key, alias or Hugging Face id, or a Hugging Face id whose config.json is in the local
+    Hugging Face cache."""
+    if name.lower().startswith(TIMM_PREFIX):
+        return timm_model(name)[0]
     path = local_config_path(name, base_dir)
     if path is not None:
         return model_from_hf_config(path)

@@ -108,8 +108,15 @@ def gpus_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
     console.print(table)
 
 
-def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """List the model architectures in the catalog (also accepted: Hugging Face ids, config.json paths)."""
+def models_command(
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    timm: bool = typer.Option(False, "--timm", help="List the timm models `timm/<name>` resolves instead."),
+) -> None:
+    """List the model architectures in the catalog (also accepted: Hugging Face ids, config.json paths,
+    timm/<name>)."""
+    if timm:
+        _timm_models(json_out)
+        return
     # loaded when the command runs (CLI start-up)
     from perfmodel.api import model_catalog
 
@@ -137,6 +144,34 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Machine-
     table = narrowing_table(MODEL_COLUMNS, cells, MODEL_NARROW_DROP, left=left, whole=("name",))
     console = _common.stdout_console()
     render_title(
-        console, f"{len(rows)} model architectures", "Hugging Face ids and local config.json paths work too"
+        console,
+        f"{len(rows)} model architectures",
+        "Hugging Face ids, config.json paths, timm/<name> work too (--timm lists those)",
+    )
+    console.print(table)
+
+
+def _timm_models(json_out: bool) -> None:
+    # loaded when the command runs (CLI start-up)
+    from perfmodel.api import timm_catalog
+
+    rows = timm_catalog()
+    if json_out:
+        _common.print_json(rows)
+        return
+    from perfmodel.cli.render import fmt_number, narrowing_table, render_title
+
+    columns = tuple((c, c) for c in ("name", "family", "arch", "params", "GFLOPs", "image"))
+    cells = [
+        [r["name"], r["family"], r["arch"], fmt_number(r["params_total"]), f"{r['forward_gflops_per_sample']:g}",
+         f"{r['img_size']} px"]  # fmt: skip
+        for r in rows
+    ]
+    table = narrowing_table(columns, cells, (("family",),), left=("name", "family", "arch"), whole=("name",))
+    console = _common.stdout_console()
+    render_title(
+        console,
+        f"{len(rows)} timm models",
+        "model: {name: timm/<name>} or a Ludwig timm encoder; numbers at the image size the sweep trained at",
     )
     console.print(table)

@@ -1,8 +1,9 @@
 """Ludwig ECD (encoder-combiner-decoder) models -> the native `model` section.
 
 A pretrained transformer encoder (bert, roberta, auto_transformer, vit, ...) becomes the catalog
-model it loads; a torchvision resnet becomes the catalog resnet scaled to the image size; any other
-model is estimated part by part (ludwig_estimates.py) and given as params_total /
+model it loads; a torchvision resnet becomes the catalog resnet scaled to the image size, and a timm
+encoder (timm, caformer, convformer, poolformer) its row of perfmodel's timm table scaled the same
+way; any other model is estimated part by part (ludwig_estimates.py) and given as params_total /
 forward_gflops_per_sample / activation_mb_per_sample. Anything perfmodel cannot cost raises
 UnsupportedError naming the part and what is supported.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.catalog import get_model
+from perfmodel.catalog.models import TIMM_PREFIX, timm_model
 from perfmodel.config import ludwig_estimates as est
 from perfmodel.config.ludwig_data import LudwigData
 from perfmodel.config.ludwig_defaults import LudwigDefaults
@@ -45,7 +47,11 @@ HF_TEXT_ENCODERS = {
     "llm": "",
 }
 """Ludwig text encoder -> its default pretrained_model_name_or_path (ludwig/schema/encoders/text_encoders.py)."""
-IMAGE_ENCODERS = ("stacked_cnn", "resnet", "vit", "unet")
+TIMM_ENCODERS = {"timm": "caformer_s18", "caformer": "caformer_s18", "convformer": "convformer_s18",
+                 "poolformer": "poolformerv2_s12"}  # fmt: skip
+"""Ludwig's timm image encoders -> their default model_name (ludwig/schema/encoders/image/timm.py:
+`timm` takes any timm model; the MetaFormer aliases a curated list)."""
+IMAGE_ENCODERS = ("stacked_cnn", "resnet", "vit", "unet", *TIMM_ENCODERS)
 _HF_DIMS = {
     "hidden_size": "hidden_size",
     "d_model": "hidden_size",
@@ -208,6 +214,41 @@ def _resnet(f: LudwigFeature, h: int, w: int) -> Candidate:
     )
 
 
+def _timm(f: LudwigFeature, dataset: Path | None, notes: list[str], default: str) -> Candidate:
+    """A timm encoder (Ludwig's TimmEncoder: timm.create_model(model_name, num_classes=0)) from
+    perfmodel's timm table, scaled from the image side the table's numbers are for to this feature's
+    image: FLOPs, saved activations and the convolutions' traffic with the pixels, the attentions'
+    scores and FLOPs with their square (global attention; a windowed one grows with the pixels, so
+    the estimate errs slow there)."""
+    p = f.encoder_params
+    name = str(p.get("model_name") or default)
+    spec, side = timm_model(name)
+    h, w, _ = image_size(f, dataset, side, notes)
+    factor = h * w / (side * side)
+    model: dict[str, Any] = {"name": spec.name, "reference_input": f"{h}x{w} image"}
+    if abs(factor - 1) > 1e-9:
+        attention = spec.attention_gflops_per_sample
+        model["forward_gflops_per_sample"] = (float(spec.forward_gflops_per_sample or 0) - attention) * factor + (
+            attention * factor * factor
+        )
+        model["activation_mb_per_sample"] = float(spec.activation_mb_per_sample or 0) * factor
+        for key in ("depthwise_gflops_per_sample", "depthwise_melements_per_sample", "grouped_gflops_per_sample",
+                    "grouped_melements_per_sample"):  # fmt: skip
+            if getattr(spec, key):
+                model[key] = getattr(spec, key) * factor
+        if attention:
+            model["attention_gflops_per_sample"] = attention * factor * factor
+            model["attention_mscores_per_sample"] = spec.attention_mscores_per_sample * factor * factor
+        notes.append(
+            f"{f.where}: timm {spec.name[len(TIMM_PREFIX) :]} costed at {h}x{w} from its numbers at {side}x{side} "
+            f"(FLOPs and activations x{factor:.3g} with the pixels"
+            + (", its attentions' scores with their square" if attention else "")
+            + ")"
+        )
+    return Candidate(label=f"{f.where}: timm {spec.name[len(TIMM_PREFIX) :]} encoder", model=model,
+                     trainable=bool(p.get("trainable", True)))  # fmt: skip
+
+
 def ludwig_columns(config: LudwigConfig) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
     """({category column: most_common}, {text column: (tokenizer, most_common)}) that Ludwig learns
     vocabularies from: category inputs and outputs, text/sequence inputs with Ludwig's own encoders."""
@@ -321,6 +362,9 @@ def map_ecd(
                 raise UnsupportedError(
                     f"{where}: image encoder {quote(kind)} is not supported; supported: {', '.join(IMAGE_ENCODERS)}"
                 )
+            if kind in TIMM_ENCODERS:
+                pretrained.append(_timm(f, dataset, draft.notes, TIMM_ENCODERS[kind]))
+                continue
             h, w, c = image_size(f, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes)
             if kind == "vit":
                 pretrained.append(_vit(f, h, w))
@@ -361,6 +405,11 @@ def map_ecd(
                 + ") are not supported: keep one"
             )
         chosen = pretrained[0]
+        if len(pretrained) > 1 and chosen.model["name"].startswith(TIMM_PREFIX):
+            raise UnsupportedError(
+                f"{len(pretrained)} image features with the same {chosen.model['name']} encoder are not supported: "
+                "keep one"
+            )
         if len(pretrained) > 1:
             layers = int(chosen.model.get("num_layers") or get_model(chosen.model["name"]).num_layers or 0)
             chosen.model["num_layers"] = layers * len(pretrained)

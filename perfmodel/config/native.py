@@ -51,7 +51,8 @@ _DIM_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidd
              "gated_mlp", "num_experts", "learned_pos_embeddings")
 
 CONFIG_KEYS: dict[str, tuple[str, str]] = {
-    "model.name": ("string", "Catalog key or alias (`perfmodel models`), or a Hugging Face id: the catalog first, then "
+    "model.name": ("string", "Catalog key or alias (`perfmodel models`), `timm/<name>` (a timm model of "
+                   "`perfmodel models --timm`, at the image size it was trained at), or a Hugging Face id: the catalog first, then "
                    "the id's config.json in the local Hugging Face cache (offline). A path to a Hugging Face "
                    "config.json or its folder is read too, relative to the config's folder. With the dimensions "
                    "below instead, any name."),
@@ -331,7 +332,7 @@ def resolve_model(m: dict[str, Any], base_dir: Path | None) -> tuple[ModelSpec, 
             notes.append(f"model.name {name}: not in the catalog; dimensions read from {base.source}")
     elif not fields:
         raise ConfigError(
-            "model.name is required: a catalog name (`perfmodel models` lists them) or a Hugging Face id; "
+            "model.name is required: a catalog name (`perfmodel models` lists them), timm/<name> or a Hugging Face id; "
             "or give model.hidden_size, model.num_layers and model.num_heads (or model.path to a config.json)"
         )
     if base is None:
