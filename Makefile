@@ -7,7 +7,7 @@ CONFIG ?= examples/llama2-7b-lora.yaml
 PROFILE ?= quick
 
 .PHONY: install demo test test-slow test-all lint format collect dataset train-model release-model evaluate ui bench clean
-.PHONY: ludwig-env collect-ludwig timm-env timm-activations timm-census
+.PHONY: ludwig-env collect-ludwig timm-env timm-activations timm-census timm-catalog
 
 install: $(STAMP)  ## virtual environment with CPU torch and every extra
 
@@ -42,6 +42,9 @@ collect: install  ## measure this machine (PROFILE=quick|gpu|full) into datasets
 
 dataset: install  ## merge own shards and public rows into datasets/features.parquet
 	$(BIN)/perfmodel dataset build
+
+timm-catalog: install  ## rewrite perfmodel/catalog/timm_models.csv (timm/<name>) from the imported timm rows
+	$(BIN)/python -m collectors.public.timm_catalog
 
 train-model: dataset  ## fit, evaluate, save under runs/, log to MLflow, register (models/ untouched)
 	$(BIN)/perfmodel train

@@ -9,7 +9,7 @@ census's layer counts (gemm_layers; attention, depthwise and grouped convolution
 sweep trained at two sizes keeps the smaller. The numbers are the feature table's, so a prediction
 for `timm/<name>` is costed exactly as the model was when it was trained on.
 
-    python -m collectors.public.timm_catalog    # after `perfmodel dataset import-public`
+    make timm-catalog    # python -m collectors.public.timm_catalog, after `perfmodel dataset import-public`
 """
 
 from __future__ import annotations
