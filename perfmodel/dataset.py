@@ -60,6 +60,10 @@ DIM_COLUMNS = (
     "forward_gflops_per_sample",
     "activation_mb_per_sample",
     "params_total",
+    "gemm_layers",
+    "embedding_params",
+    "embedding_lookups_per_sample",
+    "embedding_dim",
 )
 
 

@@ -17,13 +17,14 @@ from typing import Any
 
 from perfmodel.errors import DataError
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 """Bumped when a column is added, removed or changes meaning (2: the workload fields head_dim,
 tied_embeddings, learned_pos_embeddings, fused_cross_entropy, attention_kernel, torch_compile,
 lora_target_modules, cpu_offload; run_group and sample_weight; source_kind 'probe' and 'user';
 3: channels_last; 4: gemm_layers, attention_layers, attention_gflops_per_sample,
 attention_mscores_per_sample; 5: depthwise_layers, depthwise_gflops_per_sample,
-depthwise_melements_per_sample, grouped_layers, grouped_gflops_per_sample, grouped_melements_per_sample)."""
+depthwise_melements_per_sample, grouped_layers, grouped_gflops_per_sample, grouped_melements_per_sample;
+6: embedding_params, embedding_lookups_per_sample, embedding_dim)."""
 
 SOURCE_KINDS = ("own", "public", "probe", "user")
 """Allowed `source_kind` values (see the column's meaning)."""
@@ -93,6 +94,9 @@ COLUMNS: tuple[Column, ...] = (
     _C(name="grouped_layers", dtype="Int64", unit="kernels", meaning="Grouped convolutions with several input channels a group (ResNeXt, RegNet) among gemm_layers; empty or 0 = none."),
     _C(name="grouped_gflops_per_sample", dtype="float64", unit="GFLOP", meaning="Forward GFLOPs of those grouped convolutions per sample (part of forward_gflops_per_sample)."),
     _C(name="grouped_melements_per_sample", dtype="float64", unit="M elements", meaning="Elements those grouped convolutions read and write per sample (inputs + outputs), millions."),
+    _C(name="embedding_params", dtype="Int64", unit="elements", meaning="Elements of a recommender's embedding tables (part of params_total); empty or 0 = none."),
+    _C(name="embedding_lookups_per_sample", dtype="Int64", unit="rows", meaning="Embedding-table rows one sample looks up."),
+    _C(name="embedding_dim", dtype="Int64", unit="", meaning="Width of a looked-up embedding row (mean over the lookups)."),
     _C(name="part_layers", dtype="Int64", unit="", meaning="Transformer blocks of a transformer part inside a non-transformer model (Ludwig ECD FT-Transformer combiner / transformer encoder); empty or 0 = none."),
     _C(name="part_tokens", dtype="Int64", unit="tokens", meaning="Tokens per sample the transformer part runs over."),
     _C(name="part_hidden_size", dtype="Int64", unit="", meaning="Width of the transformer part."),

@@ -84,6 +84,9 @@ FIELD_RANGES: dict[str, FieldRange] = {
     "model.grouped_layers": FieldRange(0, 100_000),
     "model.grouped_gflops_per_sample": FieldRange(0, 1e7),
     "model.grouped_melements_per_sample": FieldRange(0, 1e9),
+    "model.embedding_params": FieldRange(0, 1e13),
+    "model.embedding_lookups_per_sample": FieldRange(0, 1_000_000),
+    "model.embedding_dim": FieldRange(0, 1 << 20),
     "model.part_layers": FieldRange(0, 10_000),
     "model.part_tokens": FieldRange(0, 1 << 27),
     "model.part_hidden_size": FieldRange(0, 1 << 20),
@@ -285,6 +288,13 @@ class ModelSpec:
     """Forward GFLOPs of those grouped convolutions per sample; part of forward_gflops_per_sample."""
     grouped_melements_per_sample: float = 0.0
     """Elements those grouped convolutions read and write per sample (inputs + outputs), millions."""
+    embedding_params: int = 0
+    """Elements of the embedding tables a recommender (arch mlp) looks its inputs up in, part of
+    params_total: the MLP plan runs its matmuls over the rest and costs the lookups apart."""
+    embedding_lookups_per_sample: int = 0
+    """Table rows one sample looks up (NCF: a user and an item row in each of its two pairs of tables: 4)."""
+    embedding_dim: int = 0
+    """Width of a looked-up row (the mean over the lookups)."""
     part_layers: int = 0
     """Transformer blocks inside a model that is not itself a transformer (arch mlp/other: a Ludwig
     ECD model's FT-Transformer combiner or transformer sequence encoder, Ludwig's TransformerStack in

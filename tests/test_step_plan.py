@@ -148,6 +148,24 @@ def test_an_mlp_reads_and_writes_what_it_saves_for_backward_once_per_layer():
     assert not _by(no_grads, "activation / norm / residual backward")
 
 
+def test_a_recommenders_tables_are_looked_up_and_its_mlp_runs_over_the_rest():
+    """NCF (catalog ncf.yaml, DeepLearningExamples' NeuMF on ml-20m): 31,832,577 parameters, of which
+    (138,493 + 26,744) x (64 + 128) = 31,725,504 in the embedding tables, so the four matmul layers
+    share 107,073: sqrt(107,073 / 4) = 164 wide, over one row a sample (0.000213 GFLOPs / (2 x 107,073)
+    = 1.0). Each sample looks up 4 rows of mean width 96 from 31,725,504 / 96 = 330,474 rows: at
+    1,048,576 samples, 4,194,304 lookups; backward writes the whole table's gradient. Before the
+    tables were split off, the matmuls were sqrt(31.8 M) = 5,642 wide and the lookups not costed."""
+    w = _w("ncf", precision="amp_fp16", micro_batch_size=1_048_576, seq_len=None)
+    plan = plan_step(w)
+    (mm,) = _by(plan, "mlp layers forward")
+    assert mm.work.shape[:3] == (1_048_576, 164, 164)
+    assert mm.calls * mm.work.flops == pytest.approx(0.000213e9 * 1_048_576, rel=1e-6)  # the catalog figure
+    (emb,) = _by(plan, "embedding lookups forward")
+    assert emb.work.shape == (4_194_304, 330_474, 96)
+    (back,) = _by(plan, "embedding lookups backward")
+    assert back.work.bytes >= 330_474 * 96 * 2  # the dense table gradient, written once at least
+
+
 def test_a_cnns_batch_norms_read_half_of_what_it_saves_for_backward():
     """A CNN known only by its FLOPs and what it saves, here ResNet-50's figures (catalog resnet50.yaml: 42 MB saved per 224-px image at 2 bytes = 21.0 M elements):
     each convolution saves its input and each batch norm its input (the convolution's output), the
@@ -263,7 +281,8 @@ def test_an_mlp_with_its_layers_counted_runs_its_matmuls_over_every_row_of_a_sam
     patches), each of 74 matmuls sqrt(129.1 M / 74) = 1,321 wide. Without the count, the plan has one
     row an image and 11,364-wide matmuls, far below a GPU's matmul efficiency."""
     mixer = dataclasses.replace(get_model("ncf"), name="resmlp-like", params_total=129_140_000,
-                                forward_gflops_per_sample=200.46, activation_mb_per_sample=406.1, gemm_layers=74)  # fmt: skip
+                                forward_gflops_per_sample=200.46, activation_mb_per_sample=406.1, gemm_layers=74,
+                                embedding_params=0, embedding_lookups_per_sample=0, embedding_dim=0)  # fmt: skip
     w = dataclasses.replace(_w("ncf", precision="amp_fp16", micro_batch_size=32, seq_len=None), model=mixer)
     (mm,) = _by(plan_step(w), "mlp layers forward")
     rows, width = mm.work.shape[:2]

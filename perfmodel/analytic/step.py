@@ -85,7 +85,6 @@ LITGPT_CHUNK_TOKENS = 128
 APPROXIMATE_PLANS: dict[str, str] = {
     "transformer-xl": "relative-position attention, the adaptive softmax and the segment memory are not "
     "costed; the plan is a GPT-style decoder of the same size",
-    "ncf": "the embedding lookups and their sparse backward are not costed; the plan is the MLP tower",
 }
 """Model families (the catalog's `family`) whose kernel plan is a stated approximation, with what it
 leaves out (README, "Accuracy"; `perfmodel.learn.regimes` gives them a kind of their own, and
@@ -93,7 +92,8 @@ the feature `plan_approximate` tells the learned residual). Their held-out error
 their plan on every accelerator and source) and say nothing about how far an LLM or an MLP that
 the plan does cost op by op can be off, so they form their own kind: pooled with decoders, they
 were 63-84% of the residuals of "1 device, decoder" and "1 device, decoder, fused", which set a
-10-14x interval for a one-GPU Liger, unsloth or torch.compile fine-tune with no runs of its own."""
+10-14x interval for a one-GPU Liger, unsloth or torch.compile fine-tune with no runs of its own.
+NCF was one until model 24, whose plan costs its embedding lookups (`_lookups`)."""
 
 
 def plan_is_approximate(model: ModelSpec) -> bool:
@@ -824,6 +824,24 @@ def _resnet(w: Workload, layout: ResNetLayout, out: list[PlannedKernel]) -> list
     return []
 
 
+def _lookups(w: Workload, out: list[PlannedKernel], act: str, grads: bool) -> None:
+    """A recommender's embedding lookups (model.embedding_*): each of its lookups a sample makes is a
+    row of `embedding_dim` gathered from a table of embedding_params / embedding_dim rows; backward
+    writes the dense table gradient (embedding_dense_backward: a zero fill, then the rows
+    accumulated), as PyTorch's nn.Embedding does without sparse=True."""
+    m, b = w.model, w.training.micro_batch_size
+    if not (m.embedding_params and m.embedding_lookups_per_sample and m.embedding_dim):
+        return
+    vocab = max(1, round(m.embedding_params / m.embedding_dim))
+    _full(
+        out,
+        "embedding lookups",
+        lambda ph: embedding_work(_i(b * m.embedding_lookups_per_sample), vocab, m.embedding_dim, act, phase=ph),
+        False,
+        backward=grads,
+    )
+
+
 def _counted_depthwise(w: Workload, out: list[PlannedKernel], act: str, grads: bool, ckpt: bool) -> int:
     """The depthwise convolutions of a CNN the kernel census counted (model.depthwise_*: one input
     channel per group, so a few FLOPs per element): cuDNN runs them as direct stencil kernels that
@@ -924,10 +942,12 @@ def _cnn(
     ckpt = bool(t.activation_checkpointing) and grads
     layers_known = bool(m.gemm_layers) and flops_fwd > 0
     if m.arch == "mlp":
-        rows, width = _i(b), _i(math.sqrt(max(p.total, 1.0)))
+        dense = max(1.0, p.total - float(m.embedding_params or 0))  # the tables are looked up, not multiplied
+        _lookups(w, out, act, grads)
+        rows, width = _i(b), _i(math.sqrt(dense))
         if layers_known:  # gemm_layers matmuls over every row a sample has (a Mixer's patches)
-            rows = _i(b * max(1.0, flops_fwd / b / (2.0 * max(p.total, 1.0))))
-            width = _i(math.sqrt(max(p.total, 1.0) / float(m.gemm_layers)))  # type: ignore[arg-type]
+            rows = _i(b * max(1.0, flops_fwd / b / (2.0 * dense)))
+            width = _i(math.sqrt(dense / float(m.gemm_layers)))  # type: ignore[arg-type]
         work = matmul_work(rows, width, width, mm)
         calls = flops_fwd / work.flops if work.flops else 0.0
         _matmul(
