@@ -974,10 +974,16 @@ def _cnn(
                 calls=layers,
                 backward=grads,
             )
+        tables = (
+            f"; {m.embedding_lookups_per_sample} embedding rows a sample looked up (its {m.embedding_params:,} table "
+            "parameters are not multiplied)"
+            if m.embedding_params and m.embedding_lookups_per_sample
+            else ""
+        )
         if layers_known:
             return [
                 f"an MLP is costed as {calls:.0f} square {width}-wide matmuls (gemm_layers; width from its "
-                f"parameters) over {rows} rows plus one elementwise pass over what it saves for backward"
+                f"parameters) over {rows} rows plus one elementwise pass over what it saves for backward{tables}"
             ]
         return [
             "an MLP is costed as square matmuls of its parameter count's root (its layer widths are not known) "
