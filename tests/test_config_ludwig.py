@@ -184,7 +184,8 @@ def test_zero_shot_llm_is_refused_with_a_clear_reason():
 def test_unsupported_encoder_names_it_and_what_is_supported():
     with pytest.raises(UnsupportedError) as err:
         load_workload(FIX / "ludwig_ecd_unsupported_encoder.yaml", rows=100)
-    assert "'efficientnet'" in str(err.value) and "stacked_cnn, resnet, vit, unet" in str(err.value)
+    assert "'squeezenet'" in str(err.value) and "stacked_cnn, resnet, vit, unet" in str(err.value)
+    assert "efficientnet" in str(err.value)  # the torchvision encoders with a timm twin are supported
 
 
 def test_dataset_size_is_required_unless_train_steps(tmp_path):
@@ -430,4 +431,33 @@ def test_ecd_timm_encoder_is_its_row_of_the_timm_table_scaled_to_the_image_size(
     assert (m.gemm_layers, m.depthwise_layers, m.params_total) == (82, 16, 5_290_000)
     cfg.write_text(cfg.read_text().replace("efficientnet_b0.ra_in1k", "efficientnet_b99"))
     with pytest.raises(CatalogError, match="unknown timm model .efficientnet_b99.; did you mean"):
+        load_workload(cfg, rows=1000)
+
+
+def test_every_torchvision_encoder_variant_perfmodel_maps_is_in_its_timm_table():
+    from perfmodel.catalog.models import timm_models
+    from perfmodel.config.ludwig_ecd import TORCHVISION_DEFAULTS, TORCHVISION_TIMM
+
+    assert not [name for name, _ in TORCHVISION_TIMM.values() if name not in timm_models()]
+    assert all((kind, variant) in TORCHVISION_TIMM for kind, variant in TORCHVISION_DEFAULTS.items())
+
+
+def test_ecd_torchvision_encoder_is_its_timm_twin_at_the_weights_crop(tmp_path):
+    """Ludwig's `regnet` encoder, model_variant y_3_2gf: torchvision's RegNetY-3.2GF, whose weights'
+    transform crops to 224 px, costed as timm regnety_032 (the same architecture), whose numbers are
+    at 288 px (timm's training size): 224^2 / 288^2 = 0.605 of its 2 x 3.2 GMACs = 6.4 GFLOPs (timm's
+    published 3.2 GMACs at 224 px; at 288 px 10.58 GFLOPs). A variant without a twin is refused."""
+    cfg = tmp_path / "tv.yaml"
+    cfg.write_text(
+        "input_features:\n  - name: image_path\n    type: image\n"
+        "    encoder: {type: regnet, model_variant: y_3_2gf}\n"
+        "output_features:\n  - {name: label, type: category}\ntrainer: {epochs: 1, batch_size: 32}\n"
+    )
+    w = load_workload(cfg, rows=1000)
+    assert w.model.name == "timm/regnety_032" and w.model.reference_input == "224x224 image"
+    assert w.model.forward_gflops_per_sample == pytest.approx(10.58 * 224**2 / 288**2, rel=1e-3)
+    assert w.model.forward_gflops_per_sample == pytest.approx(6.4, rel=0.02)
+    assert lines(w, "torchvision regnet y_3_2gf costed as timm regnety_032")
+    cfg.write_text(cfg.read_text().replace("y_3_2gf", "y_128gf"))
+    with pytest.raises(UnsupportedError, match="has no timm twin"):
         load_workload(cfg, rows=1000)

@@ -1,9 +1,10 @@
 """Ludwig ECD (encoder-combiner-decoder) models -> the native `model` section.
 
 A pretrained transformer encoder (bert, roberta, auto_transformer, vit, ...) becomes the catalog
-model it loads; a torchvision resnet becomes the catalog resnet scaled to the image size, and a timm
+model it loads; a torchvision resnet becomes the catalog resnet scaled to the image size, a timm
 encoder (timm, caformer, convformer, poolformer) its row of perfmodel's timm table scaled the same
-way; any other model is estimated part by part (ludwig_estimates.py) and given as params_total /
+way, and another torchvision encoder (efficientnet, convnext, regnet, ...) the timm row of the same
+architecture at the crop its weights resize to; any other model is estimated part by part (ludwig_estimates.py) and given as params_total /
 forward_gflops_per_sample / activation_mb_per_sample. Anything perfmodel cannot cost raises
 UnsupportedError naming the part and what is supported.
 """
@@ -51,7 +52,37 @@ TIMM_ENCODERS = {"timm": "caformer_s18", "caformer": "caformer_s18", "convformer
                  "poolformer": "poolformerv2_s12"}  # fmt: skip
 """Ludwig's timm image encoders -> their default model_name (ludwig/schema/encoders/image/timm.py:
 `timm` takes any timm model; the MetaFormer aliases a curated list)."""
-IMAGE_ENCODERS = ("stacked_cnn", "resnet", "vit", "unet", *TIMM_ENCODERS)
+TORCHVISION_TIMM: dict[tuple[str, str], tuple[str, int]] = {
+    **{("convnext", v): (f"convnext_{v}", 224) for v in ("tiny", "small", "base", "large")},
+    **{("densenet", v): (f"densenet{v}", 224) for v in ("121", "161", "169", "201")},
+    ("efficientnet", "b0"): ("efficientnet_b0", 224),
+    **{("efficientnet", f"b{n}"): (f"tf_efficientnet_b{n}", c)
+       for n, c in ((1, 240), (2, 288), (3, 300), (4, 380), (5, 456), (6, 528), (7, 600))},  # fmt: skip
+    **{("efficientnet", f"v2_{v}"): (f"tf_efficientnetv2_{v}", c) for v, c in (("s", 384), ("m", 480), ("l", 480))},
+    ("inceptionv3", "base"): ("inception_v3", 299),
+    **{("mnasnet", v): (f"mnasnet_{t}", 224) for v, t in (("0_5", "050"), ("0_75", "075"), ("1_0", "100"))},
+    ("mobilenetv2", "base"): ("mobilenetv2_100", 224),
+    **{("mobilenetv3", v): (f"mobilenetv3_{v}_100", 224) for v in ("small", "large")},
+    **{("regnet", f"{k}_{v}"): (f"regnet{k}_{t}", 224) for k in ("x", "y")
+       for v, t in (("400mf", "004"), ("800mf", "008"), ("1_6gf", "016"), ("3_2gf", "032"), ("8gf", "080"),
+                    ("16gf", "160"), ("32gf", "320"))},  # fmt: skip
+    **{("resnext", v): (f"resnext{v}", 224) for v in ("50_32x4d", "101_32x8d", "101_64x4d")},
+    **{("swin_transformer", v): (f"swin_{n}_patch4_window7_224", 224) for v, n in (("t", "tiny"), ("s", "small"),
+                                                                                   ("b", "base"))},  # fmt: skip
+    **{("vgg", v): (f"vgg{v}", 224) for v in ("11", "13", "16", "19", "11_bn", "13_bn", "16_bn", "19_bn")},
+    **{("wide_resnet", v): (f"wide_resnet{v}", 224) for v in ("50_2", "101_2")},
+}
+"""Ludwig's torchvision image encoders (ludwig/schema/encoders/image/torchvision.py: type and
+model_variant) -> (the timm model of the same architecture in perfmodel's timm table, the crop side
+torchvision's pretrained weights resize to: 224 but EfficientNet B1-B7 240-600 and V2 384/480,
+Inception v3 299). EfficientNet B1-B7 and V2 are the TensorFlow ports (tf_*: torchvision's follow the
+TF architectures); MNASNet 1.3, RegNet Y 128GF, AlexNet, GoogLeNet, MaxViT, ShuffleNet V2 and
+SqueezeNet have no twin in the table."""
+TORCHVISION_DEFAULTS = {"convnext": "base", "densenet": "121", "efficientnet": "b0", "inceptionv3": "base",
+                        "mnasnet": "0_5", "mobilenetv2": "base", "mobilenetv3": "small", "regnet": "x_1_6gf",
+                        "resnext": "50_32x4d", "swin_transformer": "t", "vgg": "11", "wide_resnet": "50_2"}  # fmt: skip
+"""Each torchvision encoder's default model_variant (the same schema file)."""
+IMAGE_ENCODERS = ("stacked_cnn", "resnet", "vit", "unet", *TIMM_ENCODERS, *TORCHVISION_DEFAULTS)
 _HF_DIMS = {
     "hidden_size": "hidden_size",
     "d_model": "hidden_size",
@@ -215,15 +246,43 @@ def _resnet(f: LudwigFeature, h: int, w: int) -> Candidate:
 
 
 def _timm(f: LudwigFeature, dataset: Path | None, notes: list[str], default: str) -> Candidate:
-    """A timm encoder (Ludwig's TimmEncoder: timm.create_model(model_name, num_classes=0)) from
-    perfmodel's timm table, scaled from the image side the table's numbers are for to this feature's
-    image: FLOPs, saved activations and the convolutions' traffic with the pixels, the attentions'
-    scores and FLOPs with their square (global attention; a windowed one grows with the pixels, so
-    the estimate errs slow there)."""
-    p = f.encoder_params
-    name = str(p.get("model_name") or default)
-    spec, side = timm_model(name)
+    """A timm encoder (Ludwig's TimmEncoder: timm.create_model(model_name, num_classes=0)) at this
+    feature's image size (`_scaled_timm`)."""
+    spec, side = timm_model(str(f.encoder_params.get("model_name") or default))
     h, w, _ = image_size(f, dataset, side, notes)
+    return _scaled_timm(f, spec, side, h, w, notes)
+
+
+def _torchvision(f: LudwigFeature, notes: list[str]) -> Candidate:
+    """A torchvision encoder of Ludwig's (TV*Encoder: torchvision's pretrained model, its images
+    resized to the weights' crop size by the weights' own transform, image_feature.py
+    _get_torchvision_transform) as the timm model of the same architecture (`TORCHVISION_TIMM`) at
+    that crop size."""
+    p = f.encoder_params
+    kind = f.encoder
+    variant = str(p.get("model_variant") if p.get("model_variant") is not None else TORCHVISION_DEFAULTS[kind])
+    found = TORCHVISION_TIMM.get((kind, variant))
+    if found is None:
+        known = sorted(v for k, v in TORCHVISION_TIMM if k == kind)
+        raise UnsupportedError(
+            f"{f.where}: {kind} model_variant {quote(variant)} has no timm twin in perfmodel's timm table; "
+            f"supported: {', '.join(known)}"
+        )
+    name, crop = found
+    spec, side = timm_model(name)
+    notes.append(
+        f"{f.where}: torchvision {kind} {variant} costed as timm {name} (the same architecture) at {crop}x{crop}, "
+        "the crop its pretrained weights' transform resizes to"
+    )
+    return _scaled_timm(f, spec, side, crop, crop, notes)
+
+
+def _scaled_timm(f: LudwigFeature, spec: Any, side: int, h: int, w: int, notes: list[str]) -> Candidate:
+    """A row of perfmodel's timm table scaled from the image side its numbers are for to h x w:
+    FLOPs, saved activations and the convolutions' traffic with the pixels, the attentions' scores and
+    FLOPs with their square (global attention; a windowed one grows with the pixels, so the estimate
+    errs slow there)."""
+    p = f.encoder_params
     factor = h * w / (side * side)
     model: dict[str, Any] = {"name": spec.name, "reference_input": f"{h}x{w} image"}
     if abs(factor - 1) > 1e-9:
@@ -364,6 +423,9 @@ def map_ecd(
                 )
             if kind in TIMM_ENCODERS:
                 pretrained.append(_timm(f, dataset, draft.notes, TIMM_ENCODERS[kind]))
+                continue
+            if kind in TORCHVISION_DEFAULTS:
+                pretrained.append(_torchvision(f, draft.notes))
                 continue
             h, w, c = image_size(f, dataset, 224 if kind in ("vit", "resnet") else 256, draft.notes)
             if kind == "vit":
