@@ -31,6 +31,7 @@ from typing import Any
 
 from perfmodel.analytic.params import count_params
 from perfmodel.catalog import get_model, model_entry, model_names
+from perfmodel.catalog.models import TIMM_PREFIX, timm_models
 from perfmodel.config.source import ConfigSource
 from perfmodel.decide.fit import FitReport, suggest_fits
 from perfmodel.errors import ConfigError
@@ -109,8 +110,6 @@ def predict_document(config: ConfigInput | RunRequest = None, /, **options: Any)
 def timm_catalog() -> list[dict[str, Any]]:
     """Every model of perfmodel's timm table (`timm/<name>`), as `perfmodel models --timm --json`
     gives it: name, family, arch, parameters, forward GFLOPs per image and the image side."""
-    from perfmodel.catalog.models import TIMM_PREFIX, timm_models
-
     return [
         {
             "name": f"{TIMM_PREFIX}{name}",

@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default=str(ROWS))
     parser.add_argument("--out", default=str(TABLE))
     args = parser.parse_args(argv)
+    # pandas: an opt-in collector step, never on the prediction path
     import pandas as pd
 
     table = catalog_frame(pd.read_parquet(args.rows))

@@ -159,6 +159,7 @@ def _timm_models(json_out: bool) -> None:
     if json_out:
         _common.print_json(rows)
         return
+    # loaded when the command runs (CLI start-up)
     from perfmodel.cli.render import fmt_number, narrowing_table, render_title
 
     columns = tuple((c, c) for c in ("name", "family", "arch", "params", "GFLOPs", "image"))
