@@ -461,3 +461,17 @@ def test_ecd_torchvision_encoder_is_its_timm_twin_at_the_weights_crop(tmp_path):
     cfg.write_text(cfg.read_text().replace("y_3_2gf", "y_128gf"))
     with pytest.raises(UnsupportedError, match="has no timm twin"):
         load_workload(cfg, rows=1000)
+
+
+def test_two_image_features_with_the_same_cnn_encoder_are_refused_not_costed_as_zero_layers(tmp_path):
+    """Several features with one pretrained transformer encoder count as one model with that many
+    times its layers; a CNN (resnet, a timm model) has no layer count to repeat, so it is refused."""
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text(
+        "input_features:\n"
+        "  - {name: a, type: image, encoder: {type: resnet, model_variant: 50}, preprocessing: {height: 224, width: 224, num_channels: 3}}\n"
+        "  - {name: b, type: image, encoder: {type: resnet, model_variant: 50}, preprocessing: {height: 224, width: 224, num_channels: 3}}\n"
+        "output_features:\n  - {name: label, type: category}\ntrainer: {epochs: 1, batch_size: 32}\n"
+    )
+    with pytest.raises(UnsupportedError, match="2 input features with the same resnet50 encoder"):
+        load_workload(cfg, rows=1000)

@@ -238,7 +238,7 @@ model today (convnext_tiny_in22ft1k was convnext_base's config in the sweep: 88.
 28.6 M today; ig_resnext101_32x16d builds the 32x8d's 88.8 M, not 194 M)."""
 
 
-@functools.lru_cache(maxsize=8)
+@functools.cache  # one read per (table, column): a row asks for up to a dozen columns of two tables
 def _measured_table(path: Path, column: str) -> dict[tuple[str, int], tuple[float, float]]:
     if not path.is_file():
         return {}

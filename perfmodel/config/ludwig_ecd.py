@@ -24,6 +24,7 @@ from perfmodel.config.ludwig_defaults import LudwigDefaults
 from perfmodel.config.ludwig_features import LudwigConfig, LudwigFeature
 from perfmodel.config.native import Draft
 from perfmodel.errors import ConfigError, UnsupportedError, quote
+from perfmodel.workload import ModelSpec
 
 HF_TEXT_ENCODERS = {
     "bert": "bert-base-uncased",
@@ -232,17 +233,36 @@ def _resnet(f: LudwigFeature, h: int, w: int) -> Candidate:
     p = f.encoder_params
     size = int(p.get("model_variant") or p.get("resnet_size") or 50)
     base = get_model(f"resnet{size}")
-    factor = h * w / (224 * 224)
-    model: dict[str, Any] = {"name": base.name, "reference_input": f"{h}x{w} image"}
-    if abs(factor - 1) > 1e-9:
-        model["forward_gflops_per_sample"] = float(base.forward_gflops_per_sample or 0) * factor
-        if base.activation_mb_per_sample:
-            model["activation_mb_per_sample"] = base.activation_mb_per_sample * factor
     return Candidate(
         label=f"{f.where}: resnet{size} encoder",
-        model=model,
+        model=_at_image_size(base, 224, h, w),
         trainable=bool(p.get("trainable", True)),
     )
+
+
+def _at_image_size(spec: ModelSpec, side: int, h: int, w: int) -> dict[str, Any]:
+    """The model section of `spec`, whose numbers are for side x side images, at h x w: FLOPs, saved
+    activations and the convolutions' traffic grow with the pixels, the attentions' scores and FLOPs
+    with their square (global attention; a windowed one grows with the pixels, so the estimate errs
+    slow there); layer counts stay."""
+    factor = h * w / (side * side)
+    model: dict[str, Any] = {"name": spec.name, "reference_input": f"{h}x{w} image"}
+    if abs(factor - 1) <= 1e-9:
+        return model
+    attention = spec.attention_gflops_per_sample
+    model["forward_gflops_per_sample"] = (float(spec.forward_gflops_per_sample or 0) - attention) * factor + (
+        attention * factor * factor
+    )
+    if spec.activation_mb_per_sample:
+        model["activation_mb_per_sample"] = spec.activation_mb_per_sample * factor
+    for key in ("depthwise_gflops_per_sample", "depthwise_melements_per_sample", "grouped_gflops_per_sample",
+                "grouped_melements_per_sample"):  # fmt: skip
+        if getattr(spec, key):
+            model[key] = getattr(spec, key) * factor
+    if attention:
+        model["attention_gflops_per_sample"] = attention * factor * factor
+        model["attention_mscores_per_sample"] = spec.attention_mscores_per_sample * factor * factor
+    return model
 
 
 def _timm(f: LudwigFeature, dataset: Path | None, notes: list[str], default: str) -> Candidate:
@@ -277,27 +297,13 @@ def _torchvision(f: LudwigFeature, notes: list[str]) -> Candidate:
     return _scaled_timm(f, spec, side, crop, crop, notes)
 
 
-def _scaled_timm(f: LudwigFeature, spec: Any, side: int, h: int, w: int, notes: list[str]) -> Candidate:
-    """A row of perfmodel's timm table scaled from the image side its numbers are for to h x w:
-    FLOPs, saved activations and the convolutions' traffic with the pixels, the attentions' scores and
-    FLOPs with their square (global attention; a windowed one grows with the pixels, so the estimate
-    errs slow there)."""
+def _scaled_timm(f: LudwigFeature, spec: ModelSpec, side: int, h: int, w: int, notes: list[str]) -> Candidate:
+    """A row of perfmodel's timm table at h x w (`_at_image_size`), the scaling stated in `notes`."""
     p = f.encoder_params
-    factor = h * w / (side * side)
-    model: dict[str, Any] = {"name": spec.name, "reference_input": f"{h}x{w} image"}
-    if abs(factor - 1) > 1e-9:
+    model = _at_image_size(spec, side, h, w)
+    if "forward_gflops_per_sample" in model:
+        factor = h * w / (side * side)
         attention = spec.attention_gflops_per_sample
-        model["forward_gflops_per_sample"] = (float(spec.forward_gflops_per_sample or 0) - attention) * factor + (
-            attention * factor * factor
-        )
-        model["activation_mb_per_sample"] = float(spec.activation_mb_per_sample or 0) * factor
-        for key in ("depthwise_gflops_per_sample", "depthwise_melements_per_sample", "grouped_gflops_per_sample",
-                    "grouped_melements_per_sample"):  # fmt: skip
-            if getattr(spec, key):
-                model[key] = getattr(spec, key) * factor
-        if attention:
-            model["attention_gflops_per_sample"] = attention * factor * factor
-            model["attention_mscores_per_sample"] = spec.attention_mscores_per_sample * factor * factor
         notes.append(
             f"{f.where}: timm {spec.name[len(TIMM_PREFIX) :]} costed at {h}x{w} from its numbers at {side}x{side} "
             f"(FLOPs and activations x{factor:.3g} with the pixels"
@@ -467,13 +473,13 @@ def map_ecd(
                 + ") are not supported: keep one"
             )
         chosen = pretrained[0]
-        if len(pretrained) > 1 and chosen.model["name"].startswith(TIMM_PREFIX):
-            raise UnsupportedError(
-                f"{len(pretrained)} image features with the same {chosen.model['name']} encoder are not supported: "
-                "keep one"
-            )
         if len(pretrained) > 1:
             layers = int(chosen.model.get("num_layers") or get_model(chosen.model["name"]).num_layers or 0)
+            if not layers:  # a CNN is not a stack of layers to repeat
+                raise UnsupportedError(
+                    f"{len(pretrained)} input features with the same {chosen.model['name']} encoder are not "
+                    "supported for a model without transformer layers: keep one"
+                )
             chosen.model["num_layers"] = layers * len(pretrained)
             draft.note(
                 f"{len(pretrained)} input features use the same {chosen.model['name']} encoder: counted as one "
