@@ -134,6 +134,7 @@ def summary(rows: list[RunComparison]) -> dict[str, float]:
         "runs": float(len(rows)),
         "median_ape": statistics.median(r.ape for r in rows) if rows else float("nan"),
         "coverage": sum(r.inside for r in rows) / len(rows) if rows else float("nan"),
+        "median_width": statistics.median(r.high_s / r.low_s for r in rows) if rows else float("nan"),
         "steps_equal": sum(r.steps_ludwig == r.steps_perfmodel for r in rows) / len(rows)
         if rows
         else float("nan"),
@@ -162,7 +163,8 @@ def evaluation_table(rows: list[RunComparison]) -> str:
     lines.append("")
     lines.append(
         f"{int(s['runs'])} runs: total-time median APE {s['median_ape']:.0%}, measured total inside the 90% "
-        f"interval {s['coverage']:.0%}, step count equal to Ludwig's {s['steps_equal']:.0%}"
+        f"interval {s['coverage']:.0%} (median width x{s['median_width']:.2f}, high / low), step count equal to "
+        f"Ludwig's {s['steps_equal']:.0%}"
     )
     for kind, k in summary_by_kind(rows).items():
         lines.append(

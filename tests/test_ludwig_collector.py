@@ -148,6 +148,7 @@ def test_the_evaluation_table_and_its_numbers():
         s["median_ape"] == pytest.approx((0.1 + 0.5) / 2) and s["coverage"] == 0.5 and s["steps_equal"] == 0.5
     )
     assert "| a | 10.0 | 11.0 [9.0, 12.0] | 10% | yes | 5 / 5 |" in evaluation_table(rows)
+    assert s["median_width"] == pytest.approx(12.0 / 9.0) and "median width x1.33" in evaluation_table(rows)
 
 
 def test_evaluating_a_record_predicts_it_as_a_user_would(tmp_path):
