@@ -64,3 +64,35 @@ def test_the_markdown_names_every_k() -> None:
     assert "| 1 | 2 | 10 | 12.0% |" in text
     with pytest.raises(ValueError, match="k > 0"):
         after_probe.scored_runs(pd.DataFrame(), [], probes=(0,))
+
+
+def _network(hidden: int, mb: int):
+    return resolve_workload(
+        RunRequest.of(None, set={"model.name": "llama2-7b", "model.hidden_size": hidden, "model.num_layers": 2,
+                                 "model.num_heads": 4, "model.ffn_hidden_size": 688, "model.vocab_size": 8000,
+                                 "training.seq_len": 128, "training.micro_batch_size": mb, "training.tokens": 1e6,
+                                 "hardware.gpu": "A100-80GB"})  # fmt: skip
+    )
+
+
+def test_by_network_each_network_of_a_machine_is_calibrated_on_its_own_runs() -> None:
+    """One machine, two networks off the model in opposite directions (+0.5 and -0.5): probes of the
+    machine mix them, probes of the network itself pull each back to its own offset."""
+    planned, rows = [], []
+    for i in range(16):
+        hidden, offset = (256, OFFSET) if i < 8 else (512, -OFFSET)
+        w = _network(hidden, 1 + i % 4)
+        planned.append((w, estimate(w)))
+        rows.append({"row": i, "y": offset + 0.01 * ((i % 3) - 1), "pred_model": 0.0, "half90": 0.3, "source": "a",
+                     "gpu": "A100-80GB", "weight": 1.0, "run": f"run{i}", "scale": "1 device", "kind": "decoder"})  # fmt: skip
+    oof = pd.DataFrame(rows)
+    by_machine = after_probe.scored_runs(oof, planned, probes=(3,), draws=4)
+    by_network = after_probe.scored_runs(oof, planned, probes=(3,), draws=4, unit="network")
+    assert set(by_machine["network"]) == {""} and by_network["network"].nunique() == 2
+    machine = after_probe.summary(by_machine).set_index("k")
+    network = after_probe.summary(by_network).set_index("k")
+    assert machine.loc[0, "machines"] == 1 and network.loc[0, "machines"] == 2
+    assert network.loc[3, "median_ape_pct"] < 0.5 * machine.loc[3, "median_ape_pct"]
+    assert network.loc[3, "median_ape_pct"] < 0.5 * network.loc[0, "median_ape_pct"]
+    with pytest.raises(ValueError, match="unit must be one of"):
+        after_probe.scored_runs(oof, planned, probes=(1,), unit="lab")

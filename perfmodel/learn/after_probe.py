@@ -8,8 +8,10 @@ their machine, and every later prediction there is moved by those runs
 an interval that narrows near the measured runs and widens back far from them).
 
 This module measures that on the public rows, without fitting anything new: for each held-out
-source and accelerator ("a user's machine": one lab's setup on one kind of GPU), it draws `k` of
-its measured runs as the probes, builds the calibration `predict` would build from them (their
+source and accelerator ("a user's machine": one lab's setup on one kind of GPU; with
+`unit="network"`, one network on that machine: the user who probes their own model and then asks
+about other batch sizes, sequence lengths or precisions of it), it draws `k` of its measured runs
+as the probes, builds the calibration `predict` would build from them (their
 residuals against the leave-one-source-out prediction, which never saw the source), and scores
 the machine's other runs with `adjust`, as `predict` serves them. Every machine with more than the
 largest `k` runs is scored at every `k` (and uncalibrated, k = 0) on the same runs, `draws` times
@@ -30,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.analytic import AnalyticEstimate
-from perfmodel.calibration.apply import FittedCalibration, adjust, point_of
+from perfmodel.calibration.apply import FittedCalibration, adjust, network_of, point_of
 from perfmodel.calibration.record import Calibration
 from perfmodel.learn.metrics import ape_pct, weighted_quantile
 from perfmodel.workload import Workload
@@ -40,6 +42,8 @@ PROBES: tuple[int, ...] = (1, 3)
 DRAWS = 5
 """Draws of the probe runs per machine and k."""
 CONFIDENCE = 0.9
+UNITS = ("machine", "network")
+"""What one calibration covers: a source's runs on one accelerator, or one network's among them."""
 
 
 def _machine(name: str, gpu: str) -> Calibration:
@@ -55,19 +59,25 @@ def scored_runs(
     probes: Sequence[int] = PROBES,
     draws: int = DRAWS,
     seed: int = 0,
+    unit: str = "machine",
 ) -> Any:
     """One row per (k, draw, scored row): y, the uncalibrated prediction and interval, the
     calibrated ones (log units; y = log(step / bound)), source, gpu, regime columns, weight.
 
     `oof`: the out-of-fold predictions of one split (columns row, y, pred_model, half90, source,
     gpu, weight, run); `planned[row]`: that row's workload and estimate. Machines are (source, gpu);
-    a run is the `run` column (the rows of one measured run score and probe together). Intervals
+    a run is the `run` column (the rows of one measured run score and probe together); `unit`
+    "network" makes each network on a machine (`network_of`) a unit of its own. Intervals
     are at CONFIDENCE (the half90 column's level)."""
     ks = sorted({int(k) for k in probes if int(k) > 0})
     if not ks:
         raise ValueError("probes needs at least one k > 0")
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    oof = oof.assign(run=oof["run"].astype(str))
+    oof["network"] = [network_of(*planned[int(r)]) if unit == "network" else "" for r in oof["row"]]
     parts = []
-    for (source, gpu), machine in oof.assign(run=oof["run"].astype(str)).groupby(["source", "gpu"], sort=True):
+    for (source, gpu, network), machine in oof.groupby(["source", "gpu", "network"], sort=True):
         runs = sorted(machine["run"].unique())
         if len(runs) <= ks[-1]:
             continue
@@ -78,7 +88,7 @@ def scored_runs(
             residual.setdefault(r["run"], []).append(float(r["y"]) - float(r["pred_model"]))
             first.setdefault(r["run"], r)
         for draw in range(draws):
-            rng = random.Random(f"{seed}|{source}|{gpu}|{draw}")
+            rng = random.Random(f"{seed}|{source}|{gpu}|{draw}" + (f"|{network}" if network else ""))
             order = rng.sample(runs, len(runs))
             probed = set(order[: ks[-1]])
             for k in (0, *ks):
@@ -88,7 +98,7 @@ def scored_runs(
                     for run in order[:k]:
                         w, est = planned[int(first[run]["row"])]
                         points.append(point_of(w, est, float(np.median(residual[run]))))
-                    fitted = FittedCalibration.of(_machine(f"{source}|{gpu}", gpu), points)
+                    fitted = FittedCalibration.of(_machine(f"{source}|{gpu}{network and '|' + network}", gpu), points)
                 for r in rows:
                     if r["run"] in probed:
                         continue  # every k scores the same runs: none the largest k could probe
@@ -99,11 +109,10 @@ def scored_runs(
                         adj = adjust(log_ratio=pred, log_low=low, log_high=high, host=fitted, kind=(),
                                      workload=w, est=est, confidence=CONFIDENCE)  # fmt: skip
                         pred, low, high = adj.log_ratio, adj.log_low, adj.log_high
-                    parts.append((k, draw, r["row"], source, gpu, r.get("scale", ""), r.get("kind", ""),
+                    parts.append((k, draw, r["row"], source, gpu, network, r.get("scale", ""), r.get("kind", ""),
                                   float(r["y"]), pred, low, high, float(r["weight"])))  # fmt: skip
-    return pd.DataFrame(
-        parts, columns=["k", "draw", "row", "source", "gpu", "scale", "kind", "y", "pred", "low", "high", "weight"]
-    )
+    columns = ["k", "draw", "row", "source", "gpu", "network", "scale", "kind", "y", "pred", "low", "high", "weight"]
+    return pd.DataFrame(parts, columns=columns)
 
 
 def summary(scored: Any, by: Sequence[str] = ()) -> Any:
@@ -120,7 +129,7 @@ def summary(scored: Any, by: Sequence[str] = ()) -> Any:
         out.append({
             **dict(zip(keys, key, strict=True)),
             "rows": int(len(g) / max(1, g["draw"].nunique())),
-            "machines": int(g[["source", "gpu"]].drop_duplicates().shape[0]),
+            "machines": int(g[["source", "gpu", *(["network"] if "network" in g else [])]].drop_duplicates().shape[0]),
             "median_ape_pct": weighted_quantile(ape, 0.5, w),
             "p90_ape_pct": weighted_quantile(ape, 0.9, w),
             "coverage90_pct": float(np.average(covered, weights=w) * 100.0),
@@ -129,9 +138,10 @@ def summary(scored: Any, by: Sequence[str] = ()) -> Any:
     return pd.DataFrame(out)
 
 
-def markdown(table: Any, by: Sequence[str] = ()) -> str:
-    """`summary`'s table as Markdown: one line per (by, k)."""
-    head = [*by, "runs measured", "machines", "rows scored", "median error", "p90 error", "90% covered", "median width"]
+def markdown(table: Any, by: Sequence[str] = (), unit: str = "machine") -> str:
+    """`summary`'s table as Markdown: one line per (by, k); `unit` names what its calibrations cover."""
+    units = "machines" if unit == "machine" else "networks on a machine"
+    head = [*by, "runs measured", units, "rows scored", "median error", "p90 error", "90% covered", "median width"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in table.sort_values([*by, "k"]).iterrows():
         cells = [str(r[b]) for b in by] + [
