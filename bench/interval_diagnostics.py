@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibration.apply import network_of
 from perfmodel.features import planned_rows
+from perfmodel.learn.after_probe import network_of
 from perfmodel.learn.data import load_training_data
 from perfmodel.learn.metrics import weighted_quantile
 

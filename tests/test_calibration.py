@@ -597,27 +597,3 @@ def test_kernel_factors_stay_unapplied_because_they_raise_the_held_out_error_on_
     # "at least as well", up to a 2% relative tie: with the kernel terms of 2026-12-02 the shrunk
     # factors came to 0.0991 against 0.1000 off (0.108 raw): no gain worth a second mechanism
     assert err["off"] <= err["on"] and err["off"] <= 1.02 * err["shrunk"], err
-
-
-def _network_workload(name: str, **training: object) -> Workload:
-    from perfmodel.config import resolve_workload
-
-    options = {"model.name": name, "training.seq_len": 512, "training.tokens": 1e6, "hardware.gpu": "A100-80GB"}
-    options.update({f"training.{k}": v for k, v in training.items()})
-    return resolve_workload(RunRequest.of(None, set=options))
-
-
-def test_a_network_is_the_same_at_every_batch_size_precision_and_lora_rank_and_another_model_is_another():
-    from perfmodel.analytic import estimate
-    from perfmodel.calibration.apply import network_of
-
-    def net(name: str, **training: object) -> str:
-        w = _network_workload(name, **training)
-        return network_of(w, estimate(w))
-
-    seven = net("llama2-7b", micro_batch_size=1)
-    assert seven == "decoder:6.74e+09"  # `perfmodel models`: llama2-7b, 6.74 B parameters
-    assert net("llama2-7b", micro_batch_size=8, precision="fp32") == seven
-    assert net("llama2-7b", micro_batch_size=2, lora_r=16) == seven
-    assert net("llama3.2-1b", micro_batch_size=1) == "decoder:1.24e+09" != seven
-

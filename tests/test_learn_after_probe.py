@@ -17,9 +17,9 @@ OFFSET = 0.5
 """Every run of machine "a" is measured e^0.5 = 1.65x slower than predicted."""
 
 
-def _workload(mb: int):
+def _workload(mb: int, hidden: int = 256):
     return resolve_workload(
-        RunRequest.of(None, set={"model.name": "llama2-7b", "model.hidden_size": 256, "model.num_layers": 2,
+        RunRequest.of(None, set={"model.name": "llama2-7b", "model.hidden_size": hidden, "model.num_layers": 2,
                                  "model.num_heads": 4, "model.ffn_hidden_size": 688, "model.vocab_size": 8000,
                                  "training.seq_len": 128, "training.micro_batch_size": mb, "training.tokens": 1e6,
                                  "hardware.gpu": "A100-80GB"})  # fmt: skip
@@ -66,13 +66,17 @@ def test_the_markdown_names_every_k() -> None:
         after_probe.scored_runs(pd.DataFrame(), [], probes=(0,))
 
 
-def _network(hidden: int, mb: int):
-    return resolve_workload(
-        RunRequest.of(None, set={"model.name": "llama2-7b", "model.hidden_size": hidden, "model.num_layers": 2,
-                                 "model.num_heads": 4, "model.ffn_hidden_size": 688, "model.vocab_size": 8000,
-                                 "training.seq_len": 128, "training.micro_batch_size": mb, "training.tokens": 1e6,
-                                 "hardware.gpu": "A100-80GB"})  # fmt: skip
-    )
+def test_a_network_is_the_same_at_every_batch_size_precision_and_lora_rank_and_another_model_is_another():
+    def net(name: str, **training: object) -> str:
+        options = {"model.name": name, "training.seq_len": 512, "training.tokens": 1e6, "hardware.gpu": "A100-80GB"}
+        w = resolve_workload(RunRequest.of(None, set={**options, **{f"training.{k}": v for k, v in training.items()}}))
+        return after_probe.network_of(w, estimate(w))
+
+    seven = net("llama2-7b", micro_batch_size=1)
+    assert seven == "decoder:6.74e+09"  # `perfmodel models`: llama2-7b, 6.74 B parameters
+    assert net("llama2-7b", micro_batch_size=8, precision="fp32") == seven
+    assert net("llama2-7b", micro_batch_size=2, lora_r=16) == seven
+    assert net("llama3.2-1b", micro_batch_size=1) == "decoder:1.24e+09" != seven
 
 
 def test_by_network_each_network_of_a_machine_is_calibrated_on_its_own_runs() -> None:
@@ -81,7 +85,7 @@ def test_by_network_each_network_of_a_machine_is_calibrated_on_its_own_runs() ->
     planned, rows = [], []
     for i in range(16):
         hidden, offset = (256, OFFSET) if i < 8 else (512, -OFFSET)
-        w = _network(hidden, 1 + i % 4)
+        w = _workload(1 + i % 4, hidden)
         planned.append((w, estimate(w)))
         rows.append({"row": i, "y": offset + 0.01 * ((i % 3) - 1), "pred_model": 0.0, "half90": 0.3, "source": "a",
                      "gpu": "A100-80GB", "weight": 1.0, "run": f"run{i}", "scale": "1 device", "kind": "decoder"})  # fmt: skip

@@ -120,15 +120,6 @@ def config_key(w: Workload) -> str:
     return f"{scale}|{'eager' if eager else 'fused'}|{kind}"
 
 
-def network_of(w: Workload, est: Any) -> str:
-    """The network a run trains: its architecture and parameter count without LoRA adapters, to 3
-    significant digits ('decoder:6.74e+09'); the same at every batch size, sequence length,
-    precision and LoRA rank, another for another model (bench/after_probe.py --by network)."""
-    counts = getattr(est, "params", None)
-    params = float(getattr(counts, "total", 0.0) or 0.0) - float(getattr(counts, "lora", 0.0) or 0.0)
-    return f"{w.model.arch}:{params:.3g}"
-
-
 def coords(est: Any) -> tuple[float, float]:
     """(log10 FLOPs, log10 bytes) of one step on one device."""
     flops = float(getattr(est.flops, "hardware_flops_per_gpu", 0.0) or 0.0)

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.analytic import AnalyticEstimate
-from perfmodel.calibration.apply import FittedCalibration, adjust, network_of, point_of
+from perfmodel.calibration.apply import FittedCalibration, adjust, point_of
 from perfmodel.calibration.record import Calibration
 from perfmodel.learn.metrics import ape_pct, weighted_quantile
 from perfmodel.workload import Workload
@@ -44,6 +44,15 @@ DRAWS = 5
 CONFIDENCE = 0.9
 UNITS = ("machine", "network")
 """What one calibration covers: a source's runs on one accelerator, or one network's among them."""
+
+
+def network_of(w: Workload, est: Any) -> str:
+    """The network a run trains: its architecture and parameter count without LoRA adapters, to 3
+    significant digits ('decoder:6.74e+09'); the same at every batch size, sequence length,
+    precision and LoRA rank, another for another model (`scored_runs(..., unit="network")`)."""
+    counts = getattr(est, "params", None)
+    params = float(getattr(counts, "total", 0.0) or 0.0) - float(getattr(counts, "lora", 0.0) or 0.0)
+    return f"{w.model.arch}:{params:.3g}"
 
 
 def _machine(name: str, gpu: str) -> Calibration:
@@ -129,7 +138,7 @@ def summary(scored: Any, by: Sequence[str] = ()) -> Any:
         out.append({
             **dict(zip(keys, key, strict=True)),
             "rows": int(len(g) / max(1, g["draw"].nunique())),
-            "machines": int(g[["source", "gpu", *(["network"] if "network" in g else [])]].drop_duplicates().shape[0]),
+            "machines": int(g[["source", "gpu", "network"]].drop_duplicates().shape[0]),
             "median_ape_pct": weighted_quantile(ape, 0.5, w),
             "p90_ape_pct": weighted_quantile(ape, 0.9, w),
             "coverage90_pct": float(np.average(covered, weights=w) * 100.0),
