@@ -71,6 +71,9 @@ class MemoryTracker:
         self.alias: str | None = None
         self._active: str | None = None
 
+    def prepare(self) -> None:
+        self._maybe_fail("prepare")
+
     def _maybe_fail(self, method: str) -> None:
         if method in self.fail_on:
             raise TrackingError(f"{method}: the store went away ({self.uri})")

@@ -404,3 +404,18 @@ def test_a_vit_step_with_eager_attention_meets_its_measured_time() -> None:
     assert row.step_time_s == pytest.approx(measured, rel=0.02)
     predicted = estimate(workload_from_row(row.to_dict())).t_bound_s
     assert predicted == pytest.approx(measured, rel=0.2)
+
+
+def test_a_batch_prices_each_distinct_work_once_and_as_it_would_alone() -> None:
+    from perfmodel.kernels import efficiency  # its cache, emptied so that nothing is priced before
+
+    h100 = get_gpu("H100-SXM")
+    matmul = W.matmul_work(4096, 4096, 4096, "bf16", phase="forward")
+    again = W.matmul_work(4096, 4096, 4096, "bf16", phase="forward")  # equal, another object
+    norm = W.norm_work(8192, 4096, "bf16", variant="rms", phase="forward", impl="eager")
+    efficiency._CACHE.clear()
+    batch = kernel_times([matmul, norm, again, matmul, norm], h100)
+    assert batch[0] is batch[2] is batch[3] and batch[1] is batch[4]
+    efficiency._CACHE.clear()
+    assert kernel_times([again], h100)[0] == batch[0] and kernel_time(norm, h100) == batch[1]
+    assert batch[0] != batch[1]

@@ -17,7 +17,7 @@ from perfmodel.learn.conformal import (
     grouped_splitter,
     transfer_share,
 )
-from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor
+from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor, forget_recent_fits
 
 FAST = LGBMConfig(n_estimators=80, learning_rate=0.1, min_child_samples=5)
 
@@ -56,12 +56,36 @@ def test_shipped_quantile_and_point_predictor_reproduce_mapie_intervals():
     cal = calibrate_grouped(X, y, groups, config=FAST)
     assert cal.splitter.startswith("leave-one-group-out")
     point, intervals = cal.mapie.predict_interval(X.iloc[:7], aggregate_point_predictions=None)
+    forget_recent_fits()  # our own fit, not MAPIE's remembered one
     ours = LGBMRatioRegressor(FAST).fit(X, y).predict(X.iloc[:7])
     np.testing.assert_allclose(point, ours, atol=1e-12)
     for j, c in enumerate(CALIBRATION_LEVELS):
         q = cal.quantile(c)
         np.testing.assert_allclose(intervals[:, 0, j], point - q, atol=1e-9)
         np.testing.assert_allclose(intervals[:, 1, j], point + q, atol=1e-9)
+
+
+def test_a_second_fit_of_the_same_rows_reuses_the_first_and_anything_else_fits_anew():
+    """Training fits one fold's rows two or three times (two calibrations and the final model):
+    the repeats reuse the first fit, which is deterministic, so reusing it changes no tree."""
+    forget_recent_fits()
+    X, y, _ = grouped_data(1, n_groups=4)
+    first = LGBMRatioRegressor(FAST).fit(X, y)
+    again = LGBMRatioRegressor(FAST).fit(X.copy(), y.copy())
+    assert again.booster_ is first.booster_
+    others = [
+        LGBMRatioRegressor(FAST).fit(X, y + 0.1),  # other targets
+        LGBMRatioRegressor(FAST).fit(X, y, sample_weight=np.linspace(1.0, 2.0, len(y))),  # weights
+        LGBMRatioRegressor(dataclasses.replace(FAST, seed=1)).fit(X, y),  # another config
+        LGBMRatioRegressor(FAST).fit(X.assign(x2=X["x2"] * 2.0), y),  # another feature value
+        LGBMRatioRegressor(FAST).fit(X.assign(c=pd.Categorical(["a"] * len(y), categories=["a", "b"])), y),
+        LGBMRatioRegressor(FAST).fit(X.assign(c=pd.Categorical(["a"] * len(y), categories=["b", "a"])), y),
+    ]
+    assert all(o.booster_ is not first.booster_ for o in others)
+    assert others[-1].booster_ is not others[-2].booster_  # the same values, other category codes
+    forget_recent_fits()
+    fresh = LGBMRatioRegressor(FAST).fit(X, y)
+    assert fresh.booster_ is not first.booster_ and fresh.model_text() == first.model_text()
 
 
 def test_grouped_splitter_holds_out_whole_groups():

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from perfmodel.errors import ConfigError
 from perfmodel.learn.evaluate import EvalConfig, evaluate_all, evaluate_holdout, make_folds
 from perfmodel.learn.metrics import ape_pct, error_metrics, interval_metrics
-from perfmodel.learn.regressor import LGBMConfig
+from perfmodel.learn.regressor import LGBMConfig, forget_recent_fits
 from perfmodel.learn.report import evaluation_markdown
 from perfmodel.learn.spread import headline_spread, seed_spread, spread_summary
 from perfmodel.learn.synthetic import make_synthetic_table, synthetic_catalog
@@ -39,6 +40,22 @@ def data():
     with synthetic_catalog():  # only while building: the tests enter it again where they need it
         X, y, kept, _ = rows_to_training_data(make_synthetic_table(300, seed=11, noise_sigma=0.03))
     return X, y, kept
+
+
+def test_rows_that_repeat_a_workload_get_what_each_would_get_alone():
+    """Building the training data plans and prices each distinct workload once (a run's logged
+    windows repeat it); every row still gets its own workload's numbers."""
+    from perfmodel.features import rows_to_training_data
+
+    with synthetic_catalog():
+        table = make_synthetic_table(40, seed=5)
+        doubled = pd.concat([table.iloc[::-1], table.assign(row_id=table["row_id"] + "-again")], ignore_index=True)
+        X1, y1, _, _ = rows_to_training_data(table)
+        X2, y2, _, _ = rows_to_training_data(doubled)
+    n = len(X1)
+    pd.testing.assert_frame_equal(X2.iloc[n:].reset_index(drop=True), X1)
+    pd.testing.assert_frame_equal(X2.iloc[:n][::-1].reset_index(drop=True), X1)
+    np.testing.assert_array_equal(y2, np.concatenate([y1[::-1], y1]))
 
 
 def test_ape_is_on_throughput_and_metrics_match_hand_computation():
@@ -257,6 +274,7 @@ def test_fold_models_are_the_shipped_model_without_its_second_fit(data):
         shipped, _ = fit_learned_model(
             X.iloc[train], y[train], kept.iloc[train], config=FAST.lgbm, max_splits=2
         )
+        forget_recent_fits()  # fitted again, not the remembered fits of the same rows
         policy, point = fit_fold_model(
             X.iloc[train], y[train], kept.iloc[train], config=FAST.lgbm, max_splits=2, family_calibration=True
         )

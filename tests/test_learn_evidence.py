@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.features import frame_records
 from perfmodel.learn.evidence import (
     EVIDENCE_COLUMNS,
     SPEC_WINDOW_LOG10,
@@ -169,3 +170,22 @@ def test_the_evidence_reads_only_the_columns_it_names():
     assert Evidence.fitted(slim, y, [1.0] * len(full)) == Evidence.fitted(full, y, [1.0] * len(full))
     assert ev.blend(y, slim) == ev.blend(y, full)
     assert [ev.offset(r) for r in slim] == [ev.offset(r) for r in full]
+
+
+def test_frame_records_are_pandas_records_with_the_same_python_values():
+    frame = pd.DataFrame(
+        {
+            "num_gpus": [1, 8, 2],
+            "log_peak_tflops": [2.5, float("nan"), 3.0],
+            "vendor": pd.Categorical(["nvidia", None, "cpu"], categories=["nvidia", "amd", "cpu"]),
+            "arch": ["decoder", "cnn", None],
+        }
+    )
+    columns = ["vendor", "num_gpus", "log_peak_tflops", "arch"]
+    ours, theirs = frame_records(frame, columns), frame[columns].to_dict("records")
+    assert [list(r) for r in ours] == [list(r) for r in theirs]  # the same keys, in order
+    for mine, pandas_row in zip(ours, theirs, strict=True):
+        for name in columns:
+            a, b = mine[name], pandas_row[name]
+            assert type(a) is type(b) and (a == b or (a != a and b != b)), (name, a, b)
+    assert frame_records(frame, []) == [{}, {}, {}]  # one record per row, even with no column

@@ -125,6 +125,17 @@ def test_mlflow_telemetry_is_off_unless_the_user_turns_it_on(tmp_path, user_sett
 
 
 @pytest.mark.slow
+def test_prepare_opens_a_fresh_store_and_its_experiment_before_any_run(tmp_path):
+    """Training prepares the store while its folds run; what it opens is what the run then uses."""
+    tracker = tracking.MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tracker.prepare()
+    assert (tmp_path / "mlflow.db").is_file()
+    found = tracker.client.get_experiment_by_name("perfmodel")
+    assert found is not None and tracker.experiment_id() == found.experiment_id
+    assert tracker.client.search_runs([found.experiment_id]) == []
+
+
+@pytest.mark.slow
 def test_a_fresh_store_gets_a_classic_experiment_and_runs_with_description_and_start(tmp_path):
     tracker = tracking.MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
     tracker.check()

@@ -67,7 +67,9 @@ EVIDENCE_COLUMNS = (
 def evidence_rows(X: Any) -> list[dict[str, Any]]:
     """The records of a feature frame with only the columns this module reads (the same values as
     `X.to_dict("records")` for them, several times faster on a training frame)."""
-    return X[[c for c in EVIDENCE_COLUMNS if c in X.columns]].to_dict("records")
+    from perfmodel.features import frame_records  # pandas-free at import: the shipped model reads this module
+
+    return frame_records(X, [c for c in EVIDENCE_COLUMNS if c in X.columns])
 
 
 def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:

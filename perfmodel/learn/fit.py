@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 
 from perfmodel.catalog import get_gpu
-from perfmodel.features import CATEGORICAL_FEATURES, CATEGORY_LEVELS, FEATURE_NAMES, NUMERIC_FEATURES
+from perfmodel.features import (
+    CATEGORICAL_FEATURES,
+    CATEGORY_LEVELS,
+    FEATURE_NAMES,
+    NUMERIC_FEATURES,
+    frame_records,
+)
 from perfmodel.learn.conformal import (
     CALIBRATION_LEVELS,
     GroupedCalibration,
@@ -24,7 +30,13 @@ from perfmodel.learn.conformal import (
 from perfmodel.learn.interval_policy import CATEGORY_CHECKED_FEATURES, OOD_WIDENING, IntervalPolicy, Query
 from perfmodel.learn.metadata import Conformal, ModelMetadata, MondrianCells, Residuals, TrainingDomain
 from perfmodel.learn.model_files import METADATA_FORMAT
-from perfmodel.learn.regimes import LEVELS, MIN_RUNS_PER_CELL, THIN_EVIDENCE_WIDENING, regime_of
+from perfmodel.learn.regimes import (
+    LEVELS,
+    MIN_RUNS_PER_CELL,
+    REGIME_COLUMNS,
+    THIN_EVIDENCE_WIDENING,
+    regime_of,
+)
 from perfmodel.learn.regressor import LGBMConfig, LGBMRatioRegressor, evidence_of
 from perfmodel.learn.shipped import LearnedModel
 
@@ -118,7 +130,8 @@ def _residuals(calibration: GroupedCalibration, groups: str) -> Residuals:
 def _regimes(X: Any, kept: Any) -> list[tuple[str, ...]]:
     """The regime of every row (`regimes.regime_of`), computed once for every calibration's cells."""
     families = [str(f) for f in kept[FAMILY_COLUMN]]
-    return [regime_of(row, fam) for row, fam in zip(X.to_dict("records"), families, strict=True)]
+    rows = frame_records(X, [c for c in REGIME_COLUMNS if c in X.columns])
+    return [regime_of(row, fam) for row, fam in zip(rows, families, strict=True)]
 
 
 def _mondrian(regimes: list[tuple[str, ...]], kept: Any, calibration: GroupedCalibration) -> MondrianCells:

@@ -51,6 +51,13 @@ def _number(features: Mapping[str, Any], name: str, default: float = 0.0) -> flo
     return default if math.isnan(value) else value
 
 
+REGIME_COLUMNS = (
+    "num_gpus", "num_nodes", "vendor", "lora_r", "quantization_bits", "precision", "log_params_total", "arch",
+    "recipe_fused_kinds", "torch_compile",
+)  # fmt: skip
+"""The feature columns `regime_of` reads."""
+
+
 def regime_of(features: Mapping[str, Any], family: str | None = None) -> tuple[str, ...]:
     """(scale, kind, stack, method, precision, params) of one feature row (`perfmodel.features` names)
     of a model of `family` (the catalog's model family; None: not known, kind from the architecture)."""

@@ -16,6 +16,8 @@ number of trees, the booster is refitted on all of its rows with that many trees
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -132,10 +134,38 @@ def fit_booster(X: Any, y: Any, config: LGBMConfig, sample_weight: Any = None) -
             num_boost_round=config.n_estimators,
             valid_sets=[val_set],
             callbacks=[lgb.early_stopping(config.early_stopping_rounds, verbose=False)],
+            keep_training_booster=True,  # only its best round is read: no copy through the model text
         )
         rounds = max(int(probe.best_iteration or config.n_estimators), 1)
     full = lgb.Dataset(X, y, weight=w, free_raw_data=False)
     return lgb.train(params, full, num_boost_round=rounds)
+
+
+RECENT_FITS_KEPT = 16
+"""Fits remembered per process (`LGBMRatioRegressor.fit`). A training fold calibrates twice on the
+same rows (holding out sources, then model families), and MAPIE fits each calibration's final
+estimator on all of them; the final model adds its own fit of the same rows: the same booster,
+fitted two or three times, a sixth of a fold's boosting. Fits are deterministic (`lgb_params`), so
+the second and third are the first one's boosters. Enough are kept that the first outlives a
+calibration's fold fits in between (up to `EvalConfig.final_max_splits`, 12)."""
+_RECENT_FITS: OrderedDict[str, tuple[Any, Any, Any]] = OrderedDict()
+
+
+def forget_recent_fits() -> None:
+    """Fit anew from now on (a test comparing two ways of fitting the same rows)."""
+    _RECENT_FITS.clear()
+
+
+def _fit_key(X: Any, y: Any, w: Any, config: LGBMConfig) -> str:
+    """A digest of everything a fit depends on: the frame's columns, types (a categorical's levels)
+    and values, targets, weights, config."""
+    types = [(c, str(t), list(getattr(t, "categories", []))) for c, t in X.dtypes.items()]
+    h = hashlib.blake2b(digest_size=20)
+    h.update(repr((config, types, X.shape)).encode())
+    h.update(pd.util.hash_pandas_object(X, index=False).to_numpy().tobytes())
+    h.update(np.ascontiguousarray(y, dtype=float).tobytes())
+    h.update(b"unweighted" if w is None else np.ascontiguousarray(w, dtype=float).tobytes())
+    return h.hexdigest()
 
 
 class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
@@ -149,16 +179,26 @@ class LGBMRatioRegressor(RegressorMixin, BaseEstimator):
         X = _as_frame(X)
         y = np.asarray(y, dtype=float)
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        cpu = cpu_rows(X)
-        self.evidence_ = evidence_of(X, y, w, config.shrink_runs)
-        self.cpu_booster_ = None
-        if cpu.sum() >= MIN_ROWS_PER_DEVICE_CLASS and (~cpu).sum() >= MIN_ROWS_PER_DEVICE_CLASS:
-            self.booster_ = fit_booster(X[~cpu], y[~cpu], config, None if w is None else w[~cpu])
-            self.cpu_booster_ = fit_booster(X[cpu], y[cpu], config, None if w is None else w[cpu])
+        key = _fit_key(X, y, w, config)
+        if key in _RECENT_FITS:
+            _RECENT_FITS.move_to_end(key)
         else:
-            self.booster_ = fit_booster(X, y, config, w)
+            _RECENT_FITS[key] = self._boost(X, y, w, config)
+            while len(_RECENT_FITS) > RECENT_FITS_KEPT:
+                _RECENT_FITS.popitem(last=False)
+        self.booster_, self.cpu_booster_, self.evidence_ = _RECENT_FITS[key]
         self.n_features_in_ = self.booster_.num_feature()
         return self
+
+    @staticmethod
+    def _boost(X: Any, y: Any, w: Any, config: LGBMConfig) -> tuple[Any, Any, Any]:
+        """(accelerator or only booster, CPU booster or None, evidence) fitted on (X, y, w)."""
+        cpu = cpu_rows(X)
+        evidence = evidence_of(X, y, w, config.shrink_runs)
+        if cpu.sum() >= MIN_ROWS_PER_DEVICE_CLASS and (~cpu).sum() >= MIN_ROWS_PER_DEVICE_CLASS:
+            booster = fit_booster(X[~cpu], y[~cpu], config, None if w is None else w[~cpu])
+            return booster, fit_booster(X[cpu], y[cpu], config, None if w is None else w[cpu]), evidence
+        return fit_booster(X, y, config, w), None, evidence
 
     def predict(self, X: Any, rows: Any = None) -> Any:
         """The boosters' log ratio, shrunk toward the step overhead where few measured runs are near

@@ -143,7 +143,16 @@ def _alongside(data: TrainingData, config: EvalConfig) -> tuple[Any, Any]:
     return (model, calibration), kernels
 
 
-def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
+def _prepare_quietly(tracker: Tracker) -> None:
+    """`tracker.prepare()` beside the folds; a store that fails is left to the first call after the
+    fit, which reports it once the fitted model is saved (`fit_and_log`)."""
+    try:
+        tracker.prepare()
+    except Exception:  # noqa: BLE001 - reported by the call after the fit, with the saved folder
+        return
+
+
+def _fit(data: TrainingData, config: EvalConfig, say: Progress, tracker: Tracker | None = None) -> _Fitted:
     t0 = time.perf_counter()
     say("fitting and calibrating the model on every row (alongside the evaluation)")
     if data.kernel_table is not None:
@@ -153,6 +162,8 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress) -> _Fitted:
     # Sequential evaluations (n_jobs 1) keep everything in order in this thread.
     with ThreadPoolExecutor(max_workers=1) as pool:
         side = pool.submit(_alongside, data, config) if config.n_jobs > 1 else None
+        if tracker is not None and config.n_jobs > 1:
+            pool.submit(_prepare_quietly, tracker)  # after the fit, in the same thread
         evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say, kernel_table=data.kernel_table)
         (model, calibration), kernel_heldout = side.result() if side is not None else _alongside(data, config)
     seconds = time.perf_counter() - t0
@@ -278,7 +289,7 @@ def fit_and_log(
     config = config or EvalConfig()
     started_ms = int(time.time() * 1000)
     say(f"{len(data.y)} trainable rows of {len(data.table)} ({data.kept['gpu'].nunique()} GPUs)")
-    fitted = _fit(data, config, say)  # 1
+    fitted = _fit(data, config, say, tracker)  # 1
     headline = fitted.metrics.get(HEADLINE_METRIC)
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # 2
