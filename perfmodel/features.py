@@ -326,8 +326,7 @@ def planned_rows(table: Any, efficiency: Any = None) -> list[tuple[Workload, Ana
 
 def _estimates(candidates: list[Any], efficiency: Any) -> list[AnalyticEstimate]:
     """`estimate_many` of the candidates' workloads, each distinct workload once: rows of one run
-    (its logged windows, repeats) share one plan (`_candidates`), and a third of the training rows
-    repeat another's workload."""
+    (its logged windows, repeats) share one plan (`_candidates`)."""
     first: dict[int, int] = {}
     unique = [i for i, c in enumerate(candidates) if c[3] is None or first.setdefault(id(c[3]), i) == i]
     priced = estimate_many([candidates[i][2] for i in unique], efficiency, plans=[candidates[i][3] for i in unique])

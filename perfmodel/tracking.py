@@ -227,7 +227,7 @@ class MlflowTracker:
 
     def prepare(self) -> None:
         """Open the store and the experiment now (importing MLflow, creating or upgrading the
-        database: 4-5 s on 2 cores), e.g. while training's folds run instead of after them."""
+        database: seconds), e.g. while training's folds run instead of after them."""
         self.experiment_id()
 
     def experiment_id(self) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.features import frame_records
+from perfmodel.features import NUMERIC_FEATURES, frame_records
 from perfmodel.learn.evidence import (
     EVIDENCE_COLUMNS,
     SPEC_WINDOW_LOG10,
@@ -18,6 +18,7 @@ from perfmodel.learn.evidence import (
     evidence_key,
     evidence_rows,
 )
+from perfmodel.learn.regimes import REGIME_COLUMNS, regime_of
 
 
 def _row(vendor="nvidia", gpus=1, nodes=1, fused=0, compile_=0, arch="decoder", peak=989.0, bw=3350.0):
@@ -151,8 +152,6 @@ def test_the_evidence_reads_only_the_columns_it_names():
     """`evidence_rows` keeps EVIDENCE_COLUMNS only (training speed): every value the evidence computes
     from a whole feature row is the same from those columns, so a rule that reads another column
     fails here instead of silently reading nothing."""
-    from perfmodel.features import NUMERIC_FEATURES
-
     rng = np.random.default_rng(0)
     full = []
     for i in range(40):
@@ -189,3 +188,23 @@ def test_frame_records_are_pandas_records_with_the_same_python_values():
             a, b = mine[name], pandas_row[name]
             assert type(a) is type(b) and (a == b or (a != a and b != b)), (name, a, b)
     assert frame_records(frame, []) == [{}, {}, {}]  # one record per row, even with no column
+
+
+def test_the_regimes_read_only_the_columns_they_name():
+    """Training reads a fold's regimes from REGIME_COLUMNS only (`fit._regimes`): a rule of
+    `regime_of` that reads another column fails here instead of silently reading nothing."""
+    rng = np.random.default_rng(1)
+    full = []
+    for i in range(60):
+        row = {name: float(rng.uniform(0, 3)) for name in NUMERIC_FEATURES}
+        row.update(_row(vendor=["nvidia", "amd", "cpu"][i % 3], gpus=[1, 8, 16][i % 3], nodes=[1, 1, 2][i % 3],
+                        fused=i % 2 * 3, compile_=int(i % 5 == 0), arch=["decoder", "cnn", "mlp", "encoder"][i % 4]))
+        row.update(lora_r=[0.0, 16.0][i % 2], quantization_bits=[0.0, 4.0][i % 4 // 2],
+                   precision=["bf16", "fp32", "fp8", "amp_bf16"][i % 4], log_params_total=rng.uniform(6, 11))
+        full.append(row)
+    slim = frame_records(pd.DataFrame(full), list(REGIME_COLUMNS))
+    families = [["llama", "ncf", "resnet"][i % 3] for i in range(60)]
+    assert [regime_of(r, f) for r, f in zip(slim, families, strict=True)] == [
+        regime_of(r, f) for r, f in zip(full, families, strict=True)
+    ]
+    assert len({regime_of(r) for r in full}) > 10  # the rows span many regimes

@@ -459,8 +459,7 @@ def kernel_time(work: KernelWork, gpu: GPUSpec, params: EfficiencyParams | None 
 _CACHE: dict[tuple[Any, ...], dict[KernelWork, KernelTime]] = {}
 _CACHE_MAX = 200_000
 """Kernel times already computed, per (accelerator specs, parameters) and work: a sweep or a service
-prices the same kernels again and again, and building the training data prices each distinct
-kernel of the feature table (29 k) as many as ten times over (263 k)."""
+prices the same kernels again and again, and the rows of the training data share most of theirs."""
 
 
 def _gpu_key(gpu: GPUSpec) -> tuple[Any, ...]:
@@ -475,7 +474,8 @@ def kernel_times(
     vectorised pass (a row's time depends on that row alone, so pricing each distinct work once
     changes no number)."""
     p = params or load_efficiency()
-    known = _CACHE.get((_gpu_key(gpu), p.key), {})
+    base = (_gpu_key(gpu), p.key)
+    known = _CACHE.get(base, {})
     todo = [w for w in dict.fromkeys(works) if w not in known]
     if todo:
         d = build_design([(w, gpu) for w in todo])
@@ -483,7 +483,7 @@ def kernel_times(
         seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
         if sum(len(c) for c in _CACHE.values()) + len(todo) > _CACHE_MAX:
             _CACHE.clear()
-        known = _CACHE.setdefault((_gpu_key(gpu), p.key), known)
+        known = _CACHE.setdefault(base, known)
         for w, s_, fl in zip(todo, seconds, d.floor, strict=True):
             known[w] = KernelTime(seconds=float(s_), floor_s=float(fl), efficiency=float(fl / s_))
     return [known[w] for w in works]

@@ -146,8 +146,8 @@ RECENT_FITS_KEPT = 16
 same rows (holding out sources, then model families), and MAPIE fits each calibration's final
 estimator on all of them; the final model adds its own fit of the same rows: the same booster,
 fitted two or three times. Fits are deterministic (`lgb_params`), so the second and third are the
-first one's boosters. Enough are kept that the first outlives a
-calibration's fold fits in between (up to `EvalConfig.final_max_splits`, 12)."""
+first one's boosters. Enough are kept that the first outlives a calibration's fold fits in between
+(up to `EvalConfig.final_max_splits`, 12)."""
 _RECENT_FITS: OrderedDict[str, tuple[Any, Any, Any]] = OrderedDict()
 
 
