@@ -317,6 +317,38 @@ def test_the_held_out_table_is_a_dataframe_per_kind_and_the_cli_prints_it() -> N
     assert {r["kernel_kind"] for r in doc["by_kind"]} == set(by_kind["kernel_kind"])
 
 
+def test_an_efficiency_fitted_without_the_accelerator_is_used_not_fitted_again(monkeypatch) -> None:
+    """A training fold that held an accelerator out hands its kernel fit to the kernel-level table
+    (perfmodel.learn.train): the table prices that accelerator's rows with it, fits nothing again,
+    and comes out the same whatever order its parts were priced in."""
+    import perfmodel.kernels.evaluate as E
+    from perfmodel.kernels.table import load_kernel_table
+
+    table = load_kernel_table(ROOT / "datasets" / "kernels")
+    shipped = load_efficiency()
+    fits: list[tuple[str, ...]] = []
+
+    def fake_fit(_table, *, exclude_gpus=()):  # the fit takes seconds: its result does not matter here
+        fits.append(tuple(exclude_gpus))
+        return shipped
+
+    monkeypatch.setattr(E, "fit_efficiency", fake_fit)
+    given = E.held_out_predictions(table, gpus=["T4"], fitted={"T4": shipped})
+    assert fits == []
+    pd.testing.assert_frame_equal(given, E.held_out_predictions(table, gpus=["T4"]))
+    assert fits == [("T4",)]
+    other = dataclasses.replace(shipped, values={k: v * 1.1 for k, v in shipped.values.items()})
+    assert not np.allclose(
+        E.held_out_predictions(table, gpus=["T4"], fitted={"T4": other})["predicted_s"], given["predicted_s"]
+    )
+    whole = E.kernel_eval_tables(table, gpus=["P4", "T4"])
+    parts = pd.concat([given, E.held_out_predictions(table, gpus=["P4"])], ignore_index=True)
+    pd.testing.assert_frame_equal(E.tables_of_rows(parts)["by_kind"], whole["by_kind"])
+    pd.testing.assert_frame_equal(E.tables_of_rows(parts)["by_gpu"], whole["by_gpu"])
+    empty = E.held_out_predictions(table, gpus=[])
+    assert empty.empty and {"held_out", "kernel_kind", "impl", "predicted_s", "ape"} <= set(empty.columns)
+
+
 # --- GEMM terms, worked by hand ---------------------------------------------------------------------
 
 

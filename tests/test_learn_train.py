@@ -133,6 +133,49 @@ def first(data, tmp_path_factory, worker_id):
     return build_once(tmp_path_factory, worker_id, "learn_train_first", build)
 
 
+def test_each_accelerator_held_out_is_refitted_once_for_its_fold_and_the_kernel_table(data, monkeypatch):
+    """The accelerator-never-seen folds refit the kernel model without their accelerator; the
+    kernel-level table holds the same accelerators out and takes those fits instead of fitting them
+    again, and fits only the accelerators no fold did (here one that has no training rows)."""
+    import types
+
+    import pandas as pd
+
+    import perfmodel.learn.evaluate as E
+    import perfmodel.learn.train as T
+    from perfmodel.kernels.efficiency import load_efficiency
+    from perfmodel.learn.synthetic import SYNTHETIC_GPUS
+
+    gpus = sorted(SYNTHETIC_GPUS)[:2]
+    trained = data["main"]
+    assert set(gpus) <= set(trained.kept["gpu"])
+    kernel_table = pd.DataFrame({"gpu": [*gpus, "T4", "cpu"]})  # T4: kernel rows, no training rows
+    fold_fits: list[str] = []
+    table_calls: list[tuple[list[str], list[str]]] = []
+
+    def fake_fold_fit(_table, *, exclude_gpus=()):
+        (gpu,) = exclude_gpus
+        fold_fits.append(gpu)
+        return types.SimpleNamespace(params=dataclasses.replace(load_efficiency(), fitted_on=(f"without {gpu}",)))
+
+    def fake_table_rows(_table, *, gpus, fitted=None, progress=None):
+        fitted = dict(fitted or {})
+        table_calls.append((list(gpus), sorted(fitted)))
+        for gpu in gpus:  # what the table prices each accelerator with: the fold's fit, or none
+            assert gpu not in fitted or fitted[gpu].fitted_on == (f"without {gpu}",)
+        return pd.DataFrame({"held_out": list(gpus), "kernel_kind": "matmul", "impl": "eager", "ape": 0.1})
+
+    monkeypatch.setattr(E, "fit_efficiency_table", fake_fold_fit)
+    monkeypatch.setattr(T, "held_out_predictions", fake_table_rows)
+    config = dataclasses.replace(SMALL, splits=("unseen_gpu",))
+    with synthetic_catalog():
+        fitted = T._fit(dataclasses.replace(trained, kernel_table=kernel_table), config, say=lambda _: None)
+    assert sorted(fold_fits) == gpus  # one fit per fold that held an accelerator with kernel rows out
+    assert table_calls == [(["T4"], []), (gpus, gpus)]  # the side fits T4 alone; the folds' fits price theirs
+    assert sorted(fitted.evaluation.kernel_refits) == gpus
+    assert fitted.kernel_heldout.loc[fitted.kernel_heldout["impl"] == "all", "accelerators"].tolist() == [3]
+
+
 def _tree_digest(folder: Path) -> dict[str, tuple[str, int]]:
     return {
         str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)

@@ -272,7 +272,7 @@ def held_out_predictions(data: Any, progress: Progress | None = None, n_jobs: in
     from perfmodel.learn.evaluate import EvalConfig, run_splits
 
     config = EvalConfig(splits=("loso",), n_jobs=n_jobs)
-    parts, skipped = run_splits(("loso",), data.X, np.asarray(data.y, float), data.kept, config, progress,
+    parts, skipped, _ = run_splits(("loso",), data.X, np.asarray(data.y, float), data.kept, config, progress,
                                 data.kernel_table)
     if not parts:
         raise DataError("leave-one-source-out could not run: " + "; ".join(skipped.values()))

@@ -11,11 +11,12 @@ they have no held-out fold; they are reported in-sample.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from perfmodel.kernels.efficiency import build_design
+from perfmodel.kernels.efficiency import EfficiencyParams, build_design
 from perfmodel.kernels.fitting import fit_efficiency, measured_seconds
 from perfmodel.kernels.table import pairs_of_table
 
@@ -23,13 +24,31 @@ TARGET_MEDIAN_APE = 0.10
 """Issue 21's kernel-level target: median error <= 10% for each kernel kind, accelerator held out."""
 
 
-def held_out_predictions(table: Any, *, gpus: list[str] | None = None, progress: Any = None) -> Any:
-    """One row per kernel-table row of each held-out accelerator: measured and predicted seconds,
-    APE. `progress(gpu)` is called before each fold."""
+TABLE_COLUMNS = (
+    "source", "kernel_kind", "impl", "variant", "dtype", "phase", "shape", "flops", "bytes_moved", "time_s",
+)
+"""The kernel-table columns each held-out prediction keeps."""
+
+
+def held_out_accelerators(table: Any) -> list[str]:
+    """The accelerators the kernel-level evaluation holds out, in order (every one but the CPU)."""
+    return sorted(g for g in table["gpu"].unique() if g != "cpu")
+
+
+def held_out_predictions(
+    table: Any,
+    *,
+    gpus: Sequence[str] | None = None,
+    progress: Any = None,
+    fitted: Mapping[str, EfficiencyParams] | None = None,
+) -> Any:
+    """One row per kernel-table row of each held-out accelerator (`gpus`; None:
+    `held_out_accelerators`): measured and predicted seconds, APE. `fitted`: efficiencies already
+    fitted without an accelerator (`fit_efficiency(table, exclude_gpus=(it,))`, by a training
+    fold), used instead of fitting them again. `progress(gpu)` is called before each fold."""
     import pandas as pd  # the evaluation is tables
 
-
-    names = gpus or sorted(g for g in table["gpu"].unique() if g != "cpu")
+    names = held_out_accelerators(table) if gpus is None else list(gpus)
     parts = []
     for gpu in names:
         if progress is not None:
@@ -37,27 +56,18 @@ def held_out_predictions(table: Any, *, gpus: list[str] | None = None, progress:
         rows = table[table["gpu"] == gpu]
         if rows.empty:
             continue
-        params = fit_efficiency(table, exclude_gpus=(gpu,))
+        params = (fitted or {}).get(gpu)
+        if params is None:
+            params = fit_efficiency(table, exclude_gpus=(gpu,))
         design = build_design(pairs_of_table(rows, strip_measured_for=(gpu,)))
         pred = measured_seconds(design, rows["source"].to_numpy(dtype=str), params.values)
         parts.append(
             pd.DataFrame(
-                {
-                    "held_out": gpu,
-                    "source": rows["source"].to_numpy(),
-                    "kernel_kind": rows["kernel_kind"].to_numpy(),
-                    "impl": rows["impl"].to_numpy(),
-                    "variant": rows["variant"].to_numpy(),
-                    "dtype": rows["dtype"].to_numpy(),
-                    "phase": rows["phase"].to_numpy(),
-                    "shape": rows["shape"].to_numpy(),
-                    "flops": rows["flops"].to_numpy(),
-                    "bytes_moved": rows["bytes_moved"].to_numpy(),
-                    "time_s": rows["time_s"].to_numpy(),
-                    "predicted_s": pred,
-                }
+                {"held_out": gpu, **{c: rows[c].to_numpy() for c in TABLE_COLUMNS}, "predicted_s": pred}
             )
         )
+    if not parts:
+        return pd.DataFrame(columns=["held_out", *TABLE_COLUMNS, "predicted_s", "ape"])
     out = pd.concat(parts, ignore_index=True)
     out["ape"] = (out["predicted_s"] / out["time_s"] - 1.0).abs()
     return out
@@ -77,7 +87,11 @@ def _summary(frame: Any, by: list[str]) -> Any:
 def kernel_eval_tables(table: Any, *, gpus: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
     """The held-out tables: 'by_kind' (kind x impl, pooled over the held-out accelerators),
     'by_gpu' (held-out accelerator x kind) and 'rows' (every prediction)."""
-    rows = held_out_predictions(table, gpus=gpus, progress=progress)
+    return tables_of_rows(held_out_predictions(table, gpus=gpus, progress=progress))
+
+
+def tables_of_rows(rows: Any) -> dict[str, Any]:
+    """`kernel_eval_tables` of `held_out_predictions` rows (held-out accelerators in any order)."""
     by_kind = _summary(rows, ["kernel_kind", "impl"])
     kinds = _summary(rows, ["kernel_kind"]).assign(impl="all")
     # pandas: 0.3-0.8 s of a cold start, not on the prediction path
@@ -90,11 +104,6 @@ def kernel_eval_tables(table: Any, *, gpus: list[str] | None = None, progress: A
     )
     by_kind["meets_target"] = by_kind["median_ape"] <= TARGET_MEDIAN_APE
     return {"by_kind": by_kind, "by_gpu": _summary(rows, ["held_out", "kernel_kind"]), "rows": rows}
-
-
-def kernel_eval_table(table: Any) -> Any:
-    """The per-kind held-out table as a DataFrame (for `mlflow.log_table` in training)."""
-    return kernel_eval_tables(table)["by_kind"]
 
 
 def render_markdown(tables: dict[str, Any], *, command: str, fit_seconds: float | None = None) -> str:

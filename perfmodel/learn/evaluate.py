@@ -101,6 +101,9 @@ class Evaluation:
     """Per headline split and regime: errors and coverage (`metrics.regime_table`)."""
     skipped: dict[str, str]
     """Splits that could not run, with the reason."""
+    kernel_refits: dict[str, Any] = field(default_factory=dict)
+    """Accelerator -> the kernel efficiency fitted without it (`EfficiencyParams`) by the folds
+    of `unseen_gpu`: the kernel-level evaluation holds the same accelerators out and reuses them."""
 
     def metrics(self) -> dict[str, float]:
         """Flat metric names with units, for MLflow (e.g. loho_median_ape_pct)."""
@@ -111,13 +114,14 @@ class Evaluation:
         return self.metrics().get(HEADLINE_METRIC)
 
 
-def _tabulate(predictions: Any, skipped: dict[str, str]) -> Evaluation:
+def _tabulate(predictions: Any, skipped: dict[str, str], kernel_refits: dict[str, Any] | None = None) -> Evaluation:
     return Evaluation(
         predictions=predictions,
         summary=summarize(predictions),
         breakdown=breakdown(predictions),
         regimes=regime_table(predictions),
         skipped=skipped,
+        kernel_refits=dict(kernel_refits or {}),
     )
 
 
@@ -211,11 +215,11 @@ def make_folds(split: str, kept: Any, config: EvalConfig, X: Any = None) -> list
     ]
 
 
-def without_accelerator(kept: Any, gpu: str, kernel_table: Any) -> tuple[Any, Any]:
-    """(X, y) of every row of `kept` with the kernel efficiency refitted without `gpu`'s kernel rows
-    and with `gpu`'s measured matmul ceilings taken out of its spec (they are kernel data too): what
-    the model knows of an accelerator it has never seen is its datasheet."""
-    params = fit_efficiency_table(kernel_table, exclude_gpus=(gpu,)).params
+def without_accelerator(kept: Any, gpu: str, params: Any) -> tuple[Any, Any]:
+    """(X, y) of every row of `kept` with the kernel efficiency `params` fitted without `gpu`'s
+    kernel rows (`fit_efficiency(table, exclude_gpus=(gpu,))`) and with `gpu`'s measured matmul
+    ceilings taken out of its spec (they are kernel data too): what the model knows of an
+    accelerator it has never seen is its datasheet."""
     stripped = {gpu: dataclasses.replace(get_gpu(gpu), measured={})} if gpu != "cpu" else {}
     X, y, again, _ = rows_to_training_data(kept, efficiency=params, gpus=stripped)
     if len(again) != len(kept):
@@ -231,14 +235,20 @@ def _needs_refit(gpu: str, kernel_table: Any) -> bool:
     return in_table or bool(get_gpu(gpu).measured)
 
 
-def predict_fold(
-    X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, config: EvalConfig, refit_gpu: str | None = None,
-    kernel_table: Any = None,
-) -> Any:
-    """Fit everything on the training rows; predictions, half-widths and warnings on the test rows.
-    `refit_gpu`: first refit the kernel model without that accelerator (`without_accelerator`)."""
-    if refit_gpu is not None:
-        X, y = without_accelerator(kept, refit_gpu, kernel_table)
+def refitted_accelerators(kept: Any, config: EvalConfig, X: Any = None, kernel_table: Any = None) -> tuple[str, ...]:
+    """The accelerators whose `unseen_gpu` folds refit the kernel model without them (`run_splits`
+    returns those fits in `Evaluation.kernel_refits`); none when the split does not run."""
+    if "unseen_gpu" not in config.splits or kernel_table is None:
+        return ()
+    try:
+        folds = make_folds("unseen_gpu", kept, config, X)
+    except DataError:
+        return ()
+    return tuple(label for _, _, label in folds if _needs_refit(label, kernel_table))
+
+
+def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, config: EvalConfig) -> Any:
+    """Fit everything on the training rows; predictions, half-widths and warnings on the test rows."""
     X_tr, y_tr, kept_tr = X.iloc[train_idx], y[train_idx], kept.iloc[train_idx]
     X_te, y_te, kept_te = X.iloc[test_idx], y[test_idx], kept.iloc[test_idx]
     families = [str(f) for f in kept_te[FAMILY_COLUMN]]
@@ -283,11 +293,26 @@ def predict_fold(
     return out
 
 
+def _fold_task(
+    X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, config: EvalConfig, refit_gpu: str | None,
+    kernel_table: Any,
+) -> tuple[Any, Any]:
+    """One fold in a worker: (`predict_fold`'s frame, the kernel efficiency fitted without
+    `refit_gpu` or None). `refit_gpu`: first refit the kernel model without that accelerator and
+    reprice every row (`without_accelerator`)."""
+    params = None
+    if refit_gpu is not None:
+        params = fit_efficiency_table(kernel_table, exclude_gpus=(refit_gpu,)).params
+        X, y = without_accelerator(kept, refit_gpu, params)
+    return predict_fold(X, y, kept, train_idx, test_idx, config), params
+
+
 def run_splits(
     splits: tuple[str, ...], X: Any, y: Any, kept: Any, config: EvalConfig, progress: Progress | None = None,
     kernel_table: Any = None,
-) -> tuple[list[Any], dict[str, str]]:
-    """Out-of-fold predictions of every split (one frame per split) and the splits skipped.
+) -> tuple[list[Any], dict[str, str], dict[str, Any]]:
+    """Out-of-fold predictions of every split (one frame per split), the splits skipped and the
+    kernel efficiencies the `unseen_gpu` folds refitted (accelerator -> `EfficiencyParams`).
     All folds of all splits are fitted on `config.n_jobs` worker *processes* (joblib's loky):
     concurrent LightGBM fits in threads of one process are not safe (they crashed the
     interpreter here; LightGBM's docs warn against simultaneous jobs in one process).
@@ -307,13 +332,16 @@ def run_splits(
     backend = "loky" if config.n_jobs > 1 else "sequential"
     order = sorted(range(len(tasks)), key=lambda i: tasks[i][6] is None)  # refits (slowest) first
     results = Parallel(n_jobs=config.n_jobs, backend=backend, return_as="generator")(
-        delayed(predict_fold)(X, y, kept, tasks[i][3], tasks[i][4], config, tasks[i][6],
-                              kernel_table if tasks[i][6] else None)
+        delayed(_fold_task)(X, y, kept, tasks[i][3], tasks[i][4], config, tasks[i][6],
+                            kernel_table if tasks[i][6] else None)
         for i in order
     )
     parts: dict[int, Any] = {}
-    for done, (part, i) in enumerate(zip(results, order, strict=True), start=1):
+    refits: dict[str, Any] = {}
+    for done, ((part, params), i) in enumerate(zip(results, order, strict=True), start=1):
         split, k, n, _, te, label, refit = tasks[i]
+        if refit is not None:
+            refits[refit] = params
         part.insert(0, "fold", label)
         part.insert(0, "split", split)
         parts[i] = part
@@ -321,7 +349,7 @@ def run_splits(
             extra = ", kernel model refitted without it" if refit else ""
             progress(f"[{done}/{len(tasks)}] {SPLITS[split]}: fold {k + 1}/{n} ({label}, {len(te)} rows{extra})")
     by_split = [[parts[i] for i in range(len(tasks)) if tasks[i][0] == split] for split in splits]
-    return [pd.concat(ps, ignore_index=True) for ps in by_split if ps], skipped
+    return [pd.concat(ps, ignore_index=True) for ps in by_split if ps], skipped, refits
 
 
 # --- entry points -----------------------------------------------------------------------------
@@ -334,10 +362,10 @@ def evaluate_all(
     """Run every split of the protocol and tabulate the results."""
     config = config or EvalConfig()
     y = np.asarray(y, dtype=float)
-    parts, skipped = run_splits(config.splits, X, y, kept, config, progress, kernel_table)
+    parts, skipped, refits = run_splits(config.splits, X, y, kept, config, progress, kernel_table)
     if not parts:
         raise DataError("no evaluation split could run: " + "; ".join(skipped.values()))
-    return _tabulate(pd.concat(parts, ignore_index=True), skipped)
+    return _tabulate(pd.concat(parts, ignore_index=True), skipped, refits)
 
 
 def evaluate_holdout(

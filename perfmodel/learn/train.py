@@ -25,12 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from perfmodel import paths
-from perfmodel.kernels.evaluate import kernel_eval_table
+from perfmodel.kernels.evaluate import held_out_accelerators, held_out_predictions, tables_of_rows
 from perfmodel.learn import run_record
 from perfmodel.learn.champion import Candidate, ChampionDecision, Incumbent, decide_champion, needs_spread
 from perfmodel.learn.data import TrainingData
-from perfmodel.learn.evaluate import EvalConfig, Evaluation, evaluate_all
+from perfmodel.learn.evaluate import EvalConfig, Evaluation, evaluate_all, refitted_accelerators
 from perfmodel.learn.export import export_champion
 from perfmodel.learn.fit import fit_learned_model
 from perfmodel.learn.metrics import HEADLINE_METRIC, TARGETS, kernel_alone_headline
@@ -133,14 +135,28 @@ class _SpreadMeter:
         return self.measured.range_pct
 
 
-def _alongside(data: TrainingData, config: EvalConfig) -> tuple[Any, Any]:
-    """The fit on every row and the kernel-level table: what this process computes while the
-    evaluation's worker processes fit the folds (it only waits on them otherwise)."""
+def _alongside(data: TrainingData, config: EvalConfig, refitted: tuple[str, ...]) -> tuple[Any, Any]:
+    """The fit on every row and the kernel-level predictions of every held-out accelerator but
+    `refitted` (the evaluation's folds fit those: `_kernel_table`): what this process computes while
+    the evaluation's worker processes fit the folds (it only waits on them otherwise)."""
     model, calibration = fit_learned_model(
         data.X, data.y, data.kept, config=config.lgbm, max_splits=config.final_max_splits
     )
-    kernels = kernel_eval_table(data.kernel_table) if data.kernel_table is not None else None
-    return (model, calibration), kernels
+    if data.kernel_table is None:
+        return (model, calibration), None
+    others = [g for g in held_out_accelerators(data.kernel_table) if g not in refitted]
+    return (model, calibration), held_out_predictions(data.kernel_table, gpus=others)
+
+
+def _kernel_table(data: TrainingData, rows: Any, evaluation: Evaluation) -> Any:
+    """The kernel-level held-out table (kind x implementation): `rows` (`_alongside`) and the
+    accelerators left to the evaluation, priced with the efficiencies its folds fitted without them
+    (`Evaluation.kernel_refits`; any it did not fit are fitted here)."""
+    if rows is None:
+        return None
+    rest = [g for g in held_out_accelerators(data.kernel_table) if g not in set(rows["held_out"])]
+    more = held_out_predictions(data.kernel_table, gpus=rest, fitted=evaluation.kernel_refits)
+    return tables_of_rows(pd.concat([rows, more], ignore_index=True))["by_kind"]
 
 
 def _prepare_quietly(tracker: Tracker) -> None:
@@ -160,12 +176,14 @@ def _fit(data: TrainingData, config: EvalConfig, say: Progress, tracker: Tracker
     # One thread of this process, one LightGBM fit at a time in it (concurrent fits in one process
     # are not safe: perfmodel.learn.evaluate.run_splits), while the folds run in worker processes.
     # Sequential evaluations (n_jobs 1) keep everything in order in this thread.
+    refitted = refitted_accelerators(data.kept, config, data.X, data.kernel_table)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        side = pool.submit(_alongside, data, config) if config.n_jobs > 1 else None
+        side = pool.submit(_alongside, data, config, refitted) if config.n_jobs > 1 else None
         if tracker is not None and config.n_jobs > 1:
             pool.submit(_prepare_quietly, tracker)  # after the fit, in the same thread
         evaluation = evaluate_all(data.X, data.y, data.kept, config, progress=say, kernel_table=data.kernel_table)
-        (model, calibration), kernel_heldout = side.result() if side is not None else _alongside(data, config)
+        (model, calibration), kernel_rows = side.result() if side is not None else _alongside(data, config, refitted)
+    kernel_heldout = _kernel_table(data, kernel_rows, evaluation)
     seconds = time.perf_counter() - t0
     metrics = {**evaluation.metrics(), "train_seconds": seconds, "rows_trained": float(len(data.y))}
     metrics["num_trees"] = float(model.booster.num_trees())
