@@ -244,7 +244,7 @@ def refitted_accelerators(kept: Any, config: EvalConfig, X: Any = None, kernel_t
         folds = make_folds("unseen_gpu", kept, config, X)
     except DataError:
         return ()
-    return tuple(label for _, _, label in folds if _needs_refit(label, kernel_table))
+    return tuple(str(label) for _, _, label in folds if _needs_refit(label, kernel_table))
 
 
 def predict_fold(X: Any, y: Any, kept: Any, train_idx: Any, test_idx: Any, config: EvalConfig) -> Any:
@@ -341,7 +341,7 @@ def run_splits(
     for done, ((part, params), i) in enumerate(zip(results, order, strict=True), start=1):
         split, k, n, _, te, label, refit = tasks[i]
         if refit is not None:
-            refits[refit] = params
+            refits[str(refit)] = params
         part.insert(0, "fold", label)
         part.insert(0, "split", split)
         parts[i] = part
