@@ -153,6 +153,7 @@ class PredictedRun:
                 "t_compute_s": a.t_compute_s,
                 "t_memory_s": a.t_memory_s,
                 "t_comm_exposed_s": a.t_comm_exposed_s,
+                "kernel_seconds_by_kind": dict(a.kernel_seconds),
                 "peak_tflops": a.peak_tflops,
                 "peak_source": a.peak_source,
                 "startup_s": self.plan.startup_s,

@@ -69,6 +69,12 @@ def test_json_contract_keys(tmp_path):
     for key in ("confidence_level", "total_steps", "fits_in_memory", "model", "workload", "hardware", "warnings"):
         assert key in data
     assert data["model"] == {"kind": "analytic", "version": perfmodel.__version__, "trained_rows": 0}
+    # where the kernel model's time goes: every kind's device seconds, summing to its compute and
+    # memory-bound terms (matmul and attention; the rest)
+    kinds, a = data["analytic"]["kernel_seconds_by_kind"], data["analytic"]
+    assert {"matmul", "attention", "norm", "loss"} <= set(kinds) and all(v >= 0 for v in kinds.values())
+    assert kinds["matmul"] + kinds["attention"] == pytest.approx(a["t_compute_s"])
+    assert sum(kinds.values()) == pytest.approx(a["t_compute_s"] + a["t_memory_s"])
 
 
 def test_gbm_round_processes_every_row_and_runs_on_the_host(tmp_path):

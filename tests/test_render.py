@@ -360,6 +360,10 @@ def test_prediction_notes_are_one_summary_line_and_explain_lists_them(prediction
     text = " ".join(" ".join(text_of(full)).split())
     for line in prediction.warnings:
         assert " ".join(line.split()) in text
+    # where the kernel model's time goes, largest kind first, its shares of the device time
+    kinds = re.search(r"kernel model: (.*?) device time a step", text)
+    assert kinds is not None and "matmul" in kinds.group(1)
+    assert "kernel model:" not in " ".join(text_of(con))  # explain only
     # the summary fits any width it is given, names the count, and puts memory first
     warnings = ["few measured runs like this one (3 in regime x): widened x1.25", "does not fit: needs 9 GB"]
     for width in (40, 60, 80, 120):
@@ -383,3 +387,12 @@ def test_timm_models_table_names_every_model_whole_at_80_columns(catalog_console
     assert "…" not in "\n".join(lines)
     first_words = {line.split()[0] for line in lines[2:] if line.strip()}
     assert not [name for name in timm_models() if f"timm/{name}" not in first_words]
+
+
+def test_the_kernel_time_line_lists_kinds_largest_first_with_their_shares():
+    from perfmodel.cli.render import kernel_time_line
+
+    line = kernel_time_line((("norm", 0.25), ("matmul", 0.5), ("embedding", 0.0), ("loss", 0.125)))
+    assert line == "matmul 500 ms (57%), norm 250 ms (29%), loss 125 ms (14%) of 875 ms device time a step"
+    assert kernel_time_line((("gbm", 2.5),), "boosting round").endswith("of 2.5 s device time a boosting round")
+    assert kernel_time_line(()) == ""

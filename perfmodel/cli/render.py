@@ -294,6 +294,9 @@ def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -
 
     assumed = [line for line in w.assumptions if not line.startswith(WARNING_PREFIX)]  # those are warnings too
     if explain:
+        kinds = kernel_time_line(a.kernel_seconds, a.step_unit)
+        if kinds:
+            console.print(f"[dim]kernel model:[/dim] {escape(kinds)}")
         for line in assumed:
             console.print(f"[dim]assumed:[/dim] {escape(line)}")
         for line in pred.warnings:
@@ -302,6 +305,17 @@ def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -
     summary = notes_summary(pred.warnings, assumed, console.width)
     if summary:
         console.print(summary, highlight=False)
+
+
+def kernel_time_line(kernel_seconds: Any, step_unit: str = "step") -> str:
+    """Where the kernel model's device time goes, largest first: 'matmul 68 ms (32%), norm 44 ms
+    (21%), ... of 212 ms device time a step' ('' when the cost model has no kernel plan)."""
+    kinds = sorted(((str(k), float(v)) for k, v in kernel_seconds if v > 0), key=lambda kv: -kv[1])
+    total = sum(v for _, v in kinds)
+    if not total:
+        return ""
+    parts = ", ".join(f"{k} {fmt_duration(v)} ({v / total:.0%})" for k, v in kinds)
+    return f"{parts} of {fmt_duration(total)} device time a {step_unit}"
 
 
 def _head(line: str, limit: int = 44) -> str:
