@@ -32,6 +32,20 @@ def pin_two_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (/proc/cpuinfo; the platform's processor string elsewhere): the
+    same code's train time differs by host, so a published figure says which one measured it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sys.path.insert(0, str(ROOT))
@@ -74,6 +88,7 @@ def main() -> int:
                 "ok": seconds < TARGET_S,
                 "rows": result.rows_trained,
                 "cores": cores,
+                "cpu_model": cpu_model(),
                 "loadavg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
             }
         )
