@@ -148,19 +148,26 @@ def test_an_approximate_plan_keeps_its_own_share():
     assert dataclasses.replace(ev, transfer_approximate=None).share(txl) == 0.4
 
 
+def _varied_rows(rng, n: int) -> list[dict]:
+    """`n` feature rows with random numeric features and cycling vendors, scales, stacks and kinds."""
+    rows = []
+    for i in range(n):
+        row = {name: float(rng.uniform(0, 3)) for name in NUMERIC_FEATURES}
+        row.update(_row(vendor=["nvidia", "amd", "cpu"][i % 3], gpus=[1, 8, 16][i % 3], nodes=[1, 1, 2][i % 3],
+                        fused=i % 2 * 3, compile_=int(i % 5 == 0), arch=["decoder", "cnn", "mlp", "encoder"][i % 4]))
+        rows.append(row)
+    return rows
+
+
 def test_the_evidence_reads_only_the_columns_it_names():
     """`evidence_rows` keeps EVIDENCE_COLUMNS only (training speed): every value the evidence computes
     from a whole feature row is the same from those columns, so a rule that reads another column
     fails here instead of silently reading nothing."""
     rng = np.random.default_rng(0)
-    full = []
-    for i in range(40):
-        row = {name: float(rng.uniform(0, 3)) for name in NUMERIC_FEATURES}
-        row.update(_row(vendor=["nvidia", "amd", "cpu"][i % 3], gpus=[1, 8, 16][i % 3], nodes=[1, 1, 2][i % 3],
-                        fused=i % 2 * 3, compile_=int(i % 5 == 0), arch=["decoder", "cnn", "mlp", "encoder"][i % 4]))
+    full = _varied_rows(rng, 40)
+    for i, row in enumerate(full):
         row["plan_approximate"] = float(i % 7 == 0)
         row["cnn_planned_layer_by_layer"] = float(i % 3 == 0)
-        full.append(row)
     frame = pd.DataFrame(full)
     y = list(rng.normal(0.2, 0.3, len(full)))
     slim = evidence_rows(frame)
@@ -194,14 +201,10 @@ def test_the_regimes_read_only_the_columns_they_name():
     """Training reads a fold's regimes from REGIME_COLUMNS only (`fit._regimes`): a rule of
     `regime_of` that reads another column fails here instead of silently reading nothing."""
     rng = np.random.default_rng(1)
-    full = []
-    for i in range(60):
-        row = {name: float(rng.uniform(0, 3)) for name in NUMERIC_FEATURES}
-        row.update(_row(vendor=["nvidia", "amd", "cpu"][i % 3], gpus=[1, 8, 16][i % 3], nodes=[1, 1, 2][i % 3],
-                        fused=i % 2 * 3, compile_=int(i % 5 == 0), arch=["decoder", "cnn", "mlp", "encoder"][i % 4]))
+    full = _varied_rows(rng, 60)
+    for i, row in enumerate(full):
         row.update(lora_r=[0.0, 16.0][i % 2], quantization_bits=[0.0, 4.0][i % 4 // 2],
                    precision=["bf16", "fp32", "fp8", "amp_bf16"][i % 4], log_params_total=rng.uniform(6, 11))
-        full.append(row)
     slim = frame_records(pd.DataFrame(full), list(REGIME_COLUMNS))
     families = [["llama", "ncf", "resnet"][i % 3] for i in range(60)]
     assert [regime_of(r, f) for r, f in zip(slim, families, strict=True)] == [
