@@ -1,6 +1,7 @@
 """How much of the kernel model's step time is memory-bound kernels small enough to stay in the L2
 cache, and how the measured step compares with the kernel model there: the evidence for (or
-against) an L2 term in the kernel efficiency, which has none (README, "How it works").
+against) the kernel efficiency's L2 term (`l2.*` in perfmodel/kernels/efficiency.json; README,
+"How it works").
 
 For every trainable row of the feature table: the step plan (perfmodel.analytic.step), each
 memory-bound kernel's bytes per launch against the accelerator's L2 (`GPUSpec.l2_cache_mb`; 0 where

@@ -567,7 +567,7 @@ class GPUSpec:
     """Streaming multiprocessors (compute units on AMD)."""
     l2_cache_mb: float = 0.0
     """On-chip L2 cache in MB (Gaudi: its on-chip SRAM); 0 = unknown (CPUs). The kernel-table
-    importers read it (collectors/public/kernels_neusight.py l2_resident)."""
+    model reads it: a memory-bound call small enough to stay in L2 streams faster (perfmodel/kernels/efficiency.py)."""
     release_year: int = 0
     """Year of release."""
     aliases: tuple[str, ...] = ()

@@ -171,3 +171,24 @@ def test_the_eager_attention_tables_become_math_attention_rows_with_their_own_ke
     assert work == W.attention_work(
         16, 24, 1024, 1024, 128, "fp16", causal=False, variant="math", phase="full", scores=flags
     )
+
+
+def test_neusight_keeps_the_kernels_that_ran_from_l2_but_not_the_index_bound_embedding_backwards(
+    table: pd.DataFrame,
+) -> None:
+    from collectors.public.kernels_neusight import _feature_kernel_bound
+    from perfmodel.kernels import work as W
+
+    # GPT-2 large's learned positions (1024 x 1280 fp32 = 5.2 MB) on 1,024 tokens: the feature
+    # kernel's loop over the indices sets the time; its word table (257 MB) is a dense write
+    assert _feature_kernel_bound(W.embedding_work(1024, 1024, 1280, "fp32", phase="backward"), "H100-SXM")
+    assert not _feature_kernel_bound(W.embedding_work(1024, 50257, 1280, "fp32", phase="backward"), "H100-SXM")
+    assert not _feature_kernel_bound(W.embedding_work(4096, 1024, 1280, "fp32", phase="backward"), "H100-SXM")
+    assert not _feature_kernel_bound(W.embedding_work(1024, 1024, 1280, "fp32", phase="forward"), "H100-SXM")
+    # the L4 traces' LayerNorms over 4,096 x 1,024 fp32 (33.6 MB < its 48 MB L2) are in the table
+    ln = table[(table["source"] == "neusight_op_traces") & (table["gpu"] == "L4") & (table["kernel_kind"] == "norm")
+               & (table["shape"] == "4096x1024") & (table["phase"] == "forward")]  # fmt: skip
+    assert len(ln) >= 1 and (ln["bytes_moved"] < 48e6).all()
+    small_embedding_backward = table[(table["kernel_kind"] == "embedding") & (table["phase"] == "backward")
+                                     & table["source"].str.startswith("neusight")]  # fmt: skip
+    assert not any(_feature_kernel_bound(work_of_row(r), r["gpu"]) for r in small_embedding_backward.to_dict("records"))

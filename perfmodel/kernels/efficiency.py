@@ -13,6 +13,13 @@ The model, per call (seconds):
         t_compute = flops / (peak[dtype] * eta_max * tile * k / (k + k0[class]) * A[kind, phase])
         t_memory  = bytes * (1 / (bw * eta_bw[vendor]) + 1 / (sm_count * r_sm))
     seconds = max(t, floor),  floor = max(flops / datasheet peak[dtype], bytes / datasheet bandwidth)
+    (a launch small enough to stay in L2: its bytes up to the L2's size at 10x that bandwidth)
+
+- `h`, the share of a memory-bound launch served from L2: 1 / (1 + (bytes per launch / (share x L2))^p),
+  and streaming then runs at max(`sm_count * r_l2`, the HBM's `bw * eta_bw`): a small eager
+  kernel reads the tensor its neighbour has just written, still in L2 (`l2.*`; an optimizer step's
+  parameters and states are not). Sources that flush the L2 before each timed call are fitted
+  with h = 0 (perfmodel.kernels.fitting.L2_FLUSHING_SOURCES).
 
 - `1 / (sm_count * r_sm)`: a memory-bound kernel keeps only so many bytes in flight per SM, so its
   bandwidth is capped at sm_count * r_sm besides the HBM's (Little's law); it is what makes eager
@@ -157,6 +164,7 @@ _GROUPS = (
     ("kind factors F = exp(f) on streaming time", ("f.",)),
     ("matmul efficiency (GEMM-like kinds)", ("eta_c.", "r_c_", "k0.", "wave_", "tile_", "t_launch_gemm_s.")),
     ("GEMM-kind factors A = exp(a) on compute time", ("a.",)),
+    ("L2 (memory-bound launches small enough to stay in it)", ("l2.",)),
     ("timing protocol of each source (fitting only, never in kernel_time)", ("meas.",)),
 )
 _MEANINGS = {
@@ -174,6 +182,9 @@ _MEANINGS = {
     "wave_": "exponent on the wave-quantisation utilisation",
     "tile_": "operand-feed cost of a tile (elements): a tm x tn tile runs at (1 + c/64) / (1 + c (1/tm + 1/tn))",
     "a.": "divisor of the matmul efficiency",
+    "l2.r_bytes_per_s_per_sm": "bytes/s one SM streams from L2 (the L2 share's bandwidth)",
+    "l2.share": "share of the L2 a launch's bytes may fill and still be served from it",
+    "l2.sharpness": "how sharply the L2 share falls off past that size",
     "meas.host": "host seconds per launch the benchmark's dispatch costs",
     "meas.overhead": "fixed latency per timed call",
 }
@@ -182,7 +193,7 @@ _MEANINGS = {
 def _format(name: str, value: float) -> str:
     if name.startswith(("t_launch", "meas.")):
         return f"{value * 1e6:.2f} us"
-    if name.startswith("r_sm"):
+    if name.startswith(("r_sm", "l2.r_")):
         return f"{value / 1e9:.1f} GB/s"
     if name.startswith(("f.", "a.")):
         return f"x{math.exp(value):.3f}"
@@ -212,13 +223,15 @@ class GpuFeatures:
     bw: float  # datasheet bandwidth, bytes/s
     sm: float
     tdp_w: float
+    l2: float  # last-level cache, bytes (0: unknown, or a CPU)
 
 
 def gpu_features(gpu: GPUSpec) -> GpuFeatures:
     vendor = gpu.vendor if gpu.vendor in VENDORS else "nvidia"
     bw = float(gpu.hbm_bandwidth_gb_per_s or gpu.measured.get("hbm_copy_gb_per_s") or 1.0) * 1e9
     sm = float(gpu.sm_count) if gpu.sm_count > 0 else 1e6  # unknown: no wave quantisation, no per-SM cap
-    return GpuFeatures(vendor, bw, sm, float(gpu.tdp_w or 0.0))
+    l2 = float(gpu.l2_cache_mb) * 1e6 if vendor != "cpu" else 0.0
+    return GpuFeatures(vendor, bw, sm, float(gpu.tdp_w or 0.0), l2)
 
 
 def _peak(gpu: GPUSpec, dtype: str) -> float:
@@ -282,7 +295,9 @@ class Design:
     bytes: np.ndarray
     bytes_moved: np.ndarray
     gemm_bytes: np.ndarray  # bytes the GEMM parts stream (a math attention: its GEMMs' own, not its elementwise kernels')
+    l2: np.ndarray  # the accelerator's L2 (bytes) the call's tensors may stay in; 0 = none (a flushed benchmark)
     floor: np.ndarray
+    floor_hbm: np.ndarray  # the floor with every byte from HBM (the floor where l2 = 0)
     pm: np.ndarray  # (rows, MAX_PARTS) GEMM dims, 0 = no part
     pn: np.ndarray
     pk: np.ndarray
@@ -298,6 +313,14 @@ class Design:
         }
         return Design(**values, codes={k: c[mask] for k, c in self.codes.items()}, levels=self.levels)
 
+    def without_l2(self, mask: np.ndarray) -> Design:
+        """The same rows, those where `mask` is true measured with the L2 flushed before each call
+        (nothing of theirs stays in it: their floor is the HBM one)."""
+        out = self.subset(np.ones(len(self.l2), dtype=bool))
+        out.l2 = np.where(mask, 0.0, self.l2)
+        out.floor = np.where(mask, self.floor_hbm, self.floor)
+        return out
+
     def table_of(
         self, prefix: str, categorical: str, v: dict[str, float], default: float = 0.0
     ) -> np.ndarray:
@@ -306,6 +329,34 @@ class Design:
             [v.get(prefix + level, default) for level in self.levels[categorical]] or [default]
         )
         return per_level[self.codes[categorical]]
+
+
+L2_OVER_HBM_MAX = 10.0
+"""The floor's L2 bandwidth, as a multiple of the HBM's: published L2 bandwidths are 2-6x the HBM's
+(A100 about 2.7x, RTX 4090 about 5x), so no call streams from L2 faster than 10x."""
+
+
+def memory_floor_seconds(work: KernelWork, l2: float, bw: float) -> float:
+    """The memory side of a call's roofline floor (s): where each of its launches moves no more than
+    the L2 holds (the tensor its neighbour just wrote, or the same tensors timed again without a
+    flush), an L2's worth a launch may come from L2 at up to `L2_OVER_HBM_MAX` x the HBM bandwidth
+    and the rest from HBM; a larger launch streams every byte from HBM."""
+    launches = max(float(work.launches), 1.0)
+    if l2 <= 0 or work.bytes_moved > launches * l2:
+        return work.bytes / bw
+    cached = min(work.bytes, launches * l2)
+    return (work.bytes - cached) / bw + cached / (L2_OVER_HBM_MAX * bw)
+
+
+def l2_hit_share(bytes_per_launch: np.ndarray, l2: np.ndarray, v: dict[str, float]) -> np.ndarray:
+    """The share of a memory-bound launch's traffic served from L2: 1 / (1 + (bytes per launch /
+    (share x L2))^sharpness); 0 where the L2 is unknown or flushed, and 0 without fitted L2 terms."""
+    if "l2.r_bytes_per_s_per_sm" not in v:
+        return np.zeros(np.shape(bytes_per_launch))
+    usable = np.maximum(l2, 1.0) * v.get("l2.share", 0.5)
+    log_ratio = np.log(np.maximum(bytes_per_launch, 1.0) / usable)
+    h = 1.0 / (1.0 + np.exp(np.minimum(v.get("l2.sharpness", 2.0) * log_ratio, 700.0)))
+    return np.where(l2 > 0, h, 0.0)
 
 
 def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -320,7 +371,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     cols: dict[str, np.ndarray] = {
         name: np.zeros(n)
         for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "peak_per_sm", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
-                     "launches", "flops", "bytes", "bytes_moved", "gemm_bytes", "floor")
+                     "launches", "flops", "bytes", "bytes_moved", "gemm_bytes", "l2", "floor", "floor_hbm")
     }  # fmt: skip
     parts = {name: np.zeros((n, MAX_PARTS)) for name in ("pm", "pn", "pk", "pb", "pflops")}
     cats: dict[str, list[str]] = {
@@ -346,7 +397,11 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         cols["tensor"][i] = 1.0 if gpu.tensor_cores(w.dtype) else 0.0
         cols["launches"][i], cols["flops"][i] = w.launches, w.flops
         cols["bytes"][i], cols["bytes_moved"][i] = w.bytes, w.bytes_moved
-        cols["floor"][i] = max(w.flops / peak if w.flops else 0.0, w.bytes / f.bw)
+        compute_floor = w.flops / peak if w.flops else 0.0
+        # an optimizer step reads parameters and states no kernel has just written: nothing of them is in L2
+        cols["l2"][i] = 0.0 if w.kind == "optimizer" else f.l2
+        cols["floor_hbm"][i] = max(compute_floor, w.bytes / f.bw)
+        cols["floor"][i] = max(compute_floor, memory_floor_seconds(w, cols["l2"][i], f.bw))
         cats["kind"].append(w.kind)
         cats["kind_variant"].append(f"{w.kind}/{w.variant}")
         cats["impl"].append(w.impl)
@@ -408,7 +463,12 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     vendor = d.vendor.astype(int)
     per_vendor = {name: np.array([_get(v, f"{name}.{x}") for x in VENDORS])[vendor]
                   for name in ("t_launch_s", "t_launch_gemm_s", "eta_bw", "eta_c")}  # fmt: skip
-    inv_bw = 1.0 / (d.bw * per_vendor["eta_bw"]) + 1.0 / (d.sm * _get(v, "r_sm_bytes_per_s"))
+    # streaming: HBM at eta_bw, or (the share h that stays in L2) the L2's per-SM rate, each under the per-SM cap
+    h = l2_hit_share(d.bytes_moved / np.maximum(d.launches, 1.0), d.l2, v)
+    # (an L2 hit is never slower than the HBM: the L2's rate is the larger of the two)
+    inv_hbm = 1.0 / (d.bw * per_vendor["eta_bw"])
+    inv_l2 = np.minimum(1.0 / (d.sm * v.get("l2.r_bytes_per_s_per_sm", 1.0)), inv_hbm)
+    inv_bw = (1.0 - h) * inv_hbm + h * inv_l2 + 1.0 / (d.sm * _get(v, "r_sm_bytes_per_s"))
     factor = np.exp(
         d.table_of("f.", "stream_kind", v)
         + d.table_of("f.", "stream_kind_variant", v)
