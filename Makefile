@@ -90,6 +90,10 @@ collect-ludwig: install  ## real Ludwig trainings (ECD, tiny LLM LoRA) as rows i
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
 
+.PHONY: transcripts
+transcripts: install  ## re-run the command transcripts of docs/decide.md after a new model (bench/refresh_transcripts.py)
+	$(BIN)/python bench/refresh_transcripts.py docs/decide.md
+
 .PHONY: docs-check
 docs-check: install  ## run README.md's runnable examples (```bash blocks after <!-- docs-check -->; bench/docs_check.py)
 	$(BIN)/python bench/docs_check.py

@@ -1,0 +1,69 @@
+"""bench/refresh_transcripts.py: which doc blocks are transcripts, which it re-runs, and that it
+writes what the command prints now."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("refresh_transcripts", ROOT / "bench" / "refresh_transcripts.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["refresh_transcripts"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+DOC = """# doc
+
+```
+$ COLUMNS=100 perfmodel gpus
+stale output
+```
+
+```
+$ perfmodel sweep --config a.yaml \\
+    --vary training.micro_batch_size=1,2
+first line
+...
+```
+
+```
+$ rm -rf /
+nothing
+```
+
+```bash
+make demo
+```
+"""
+
+
+def test_blocks_are_parsed_with_their_continued_commands() -> None:
+    rt = _load()
+    lines = DOC.split("\n")
+    found = rt.transcripts(lines)
+    assert [t.command.split("\n")[0] for t in found] == [
+        "COLUMNS=100 perfmodel gpus", "perfmodel sweep --config a.yaml \\", "rm -rf /",
+    ]  # fmt: skip
+    assert found[1].command.endswith("--vary training.micro_batch_size=1,2")
+    assert lines[found[0].start : found[0].end] == ["stale output"]
+
+
+def test_a_stale_transcript_is_rewritten_and_the_others_are_left_alone(tmp_path: Path) -> None:
+    rt = _load()
+    doc = tmp_path / "doc.md"
+    doc.write_text(DOC)
+    ran, changed, skipped = rt.refresh(doc, check=True)
+    assert (ran, changed) == (1, 1) and doc.read_text() == DOC  # --check writes nothing
+    assert skipped == ["edited: perfmodel sweep --config a.yaml --vary training.micro_batch_size=1,2", "rm -rf /"]
+    rt.refresh(doc, check=False)
+    text = doc.read_text()
+    assert "stale output" not in text and "H100-SXM" in text  # `perfmodel gpus` lists it
+    assert text.count("first line\n...") == 1 and "$ rm -rf /\nnothing" in text
+    assert rt.refresh(doc, check=True)[1] == 0  # now up to date
