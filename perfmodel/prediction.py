@@ -154,6 +154,7 @@ class PredictedRun:
                 "t_memory_s": a.t_memory_s,
                 "t_comm_exposed_s": a.t_comm_exposed_s,
                 "kernel_seconds_by_kind": dict(a.kernel_seconds),
+                "l2_saved_s": a.t_l2_saved_s,
                 "peak_tflops": a.peak_tflops,
                 "peak_source": a.peak_source,
                 "startup_s": self.plan.startup_s,

@@ -396,3 +396,7 @@ def test_the_kernel_time_line_lists_kinds_largest_first_with_their_shares():
     assert line == "matmul 500 ms (57%), norm 250 ms (29%), loss 125 ms (14%) of 875 ms device time a step"
     assert kernel_time_line((("gbm", 2.5),), "boosting round").endswith("of 2.5 s device time a boosting round")
     assert kernel_time_line(()) == ""
+    # what the L2 saves is named from 1% of the device time (875 ms: 8.75 ms) up
+    saved = kernel_time_line((("norm", 0.25), ("matmul", 0.5)), l2_saved_s=0.1, l2_mb=96)
+    assert saved.endswith("of 750 ms device time a step; 100 ms more without the 96 MB L2 (the kernels small enough to stay in it)")
+    assert "L2" not in kernel_time_line((("norm", 0.25), ("matmul", 0.5)), l2_saved_s=0.007, l2_mb=96)

@@ -88,6 +88,8 @@ class AnalyticEstimate:
     """(kernel kind, device seconds per optimizer step) from the step plan (perfmodel.analytic.step)."""
     launches_per_micro_batch: float = 0.0
     """Kernels one micro-batch launches on one GPU."""
+    t_l2_saved_s: float = 0.0
+    """Device seconds per optimizer step the kernel model's L2 term saves (included in kernel_seconds)."""
 
     def kernel_share(self, kind: str) -> float:
         """A kernel kind's share of the analytic step time."""
@@ -217,4 +219,5 @@ def estimate_neural(
         t_host_s=t_host,
         kernel_seconds=tuple(sorted(kinds.items())),
         launches_per_micro_batch=st.launches_micro,
+        t_l2_saved_s=st.l2_saved_s,
     )

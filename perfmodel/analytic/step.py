@@ -1203,6 +1203,9 @@ class StepTime:
     by_kind_s: dict[str, float]
     """Device seconds per kernel kind for one optimizer step (all micro-batches)."""
     floor_by_kind_s: dict[str, float]
+    l2_saved_s: float
+    """Device seconds per optimizer step the kernel model's L2 term saves (launches small enough to
+    stay in the accelerator's L2, against streaming them from HBM)."""
     launches_micro: float
     launches_step: float
 
@@ -1244,6 +1247,7 @@ def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[A
     floor_kind: dict[str, float] = {}
     dev = {False: 0.0, True: 0.0}
     floor = {False: 0.0, True: 0.0}
+    l2_saved = 0.0
     if times is None:
         times = kernel_times([k.work for k in plan.kernels], w.gpu, params)  # type: ignore[arg-type]
     for k, kt in zip(plan.kernels, times, strict=True):
@@ -1253,6 +1257,7 @@ def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[A
         scale = 1.0 if k.per_step else float(accum)
         by_kind[k.work.kind] = by_kind.get(k.work.kind, 0.0) + seconds * scale
         floor_kind[k.work.kind] = floor_kind.get(k.work.kind, 0.0) + lowest * scale
+        l2_saved += kt.l2_saved_s * k.calls * scale
     per_launch = host_seconds_per_launch(w)
     recipe = plan.recipe
     framework_floor = recipe.host_s_per_micro_batch or (
@@ -1267,6 +1272,7 @@ def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[A
         floor_step_s=floor[True],
         by_kind_s=by_kind,
         floor_by_kind_s=floor_kind,
+        l2_saved_s=l2_saved,
         launches_micro=plan.launches(per_step=False),
         launches_step=plan.launches(per_step=True),
     )

@@ -294,7 +294,7 @@ def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -
 
     assumed = [line for line in w.assumptions if not line.startswith(WARNING_PREFIX)]  # those are warnings too
     if explain:
-        kinds = kernel_time_line(a.kernel_seconds, a.step_unit)
+        kinds = kernel_time_line(a.kernel_seconds, a.step_unit, l2_saved_s=a.t_l2_saved_s, l2_mb=w.gpu.l2_cache_mb)
         if kinds:
             console.print(f"[dim]kernel model:[/dim] {escape(kinds)}")
         for line in assumed:
@@ -307,15 +307,26 @@ def render_prediction(pred: PredictedRun, console: Any, explain: bool = False) -
         console.print(summary, highlight=False)
 
 
-def kernel_time_line(kernel_seconds: Any, step_unit: str = "step") -> str:
+L2_SAVED_SHOWN = 0.01
+"""The L2's saving is named when it is at least this share of the device time."""
+
+
+def kernel_time_line(
+    kernel_seconds: Any, step_unit: str = "step", *, l2_saved_s: float = 0.0, l2_mb: float = 0.0
+) -> str:
     """Where the kernel model's device time goes, largest first: 'matmul 68 ms (32%), norm 44 ms
-    (21%), ... of 212 ms device time a step' ('' when the cost model has no kernel plan)."""
+    (21%), ... of 212 ms device time a step' ('' when the cost model has no kernel plan), and what the
+    L2 saves where that is at least 1% of it: '; 40 ms more without the 96 MB L2 (the kernels small
+    enough to stay in it)'."""
     kinds = sorted(((str(k), float(v)) for k, v in kernel_seconds if v > 0), key=lambda kv: -kv[1])
     total = sum(v for _, v in kinds)
     if not total:
         return ""
     parts = ", ".join(f"{k} {fmt_duration(v)} ({v / total:.0%})" for k, v in kinds)
-    return f"{parts} of {fmt_duration(total)} device time a {step_unit}"
+    line = f"{parts} of {fmt_duration(total)} device time a {step_unit}"
+    if l2_saved_s >= L2_SAVED_SHOWN * total:
+        line += f"; {fmt_duration(l2_saved_s)} more without the {l2_mb:g} MB L2 (the kernels small enough to stay in it)"
+    return line
 
 
 def _head(line: str, limit: int = 44) -> str:

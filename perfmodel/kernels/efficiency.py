@@ -120,6 +120,9 @@ class KernelTime:
     """Roofline floor: max(flops / datasheet peak(dtype), bytes / datasheet bandwidth) (s)."""
     efficiency: float
     """floor_s / seconds, in (0, 1]."""
+    l2_saved_s: float = 0.0
+    """Device seconds the L2 term saves this call against streaming every byte at the HBM's rate
+    (0 where the call does not fit in L2, or the L2 is no faster there)."""
 
 
 DEFAULTS: dict[str, float] = {
@@ -541,11 +544,15 @@ def kernel_times(
         d = build_design([(w, gpu) for w in todo])
         raw = predict_design(d, p.values)
         seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
+        saved = np.zeros(len(todo))
+        if any(name.startswith("l2.") for name in p.values):
+            dram = predict_design(d, {k: x for k, x in p.values.items() if not k.startswith("l2.")})
+            saved = np.maximum(np.maximum(dram, d.floor_hbm) - seconds, 0.0)
         if sum(len(c) for c in _CACHE.values()) + len(todo) > _CACHE_MAX:
             _CACHE.clear()
         known = _CACHE.setdefault(base, known)
-        for w, s_, fl in zip(todo, seconds, d.floor, strict=True):
-            known[w] = KernelTime(seconds=float(s_), floor_s=float(fl), efficiency=float(fl / s_))
+        for w, s_, fl, sv in zip(todo, seconds, d.floor, saved, strict=True):
+            known[w] = KernelTime(seconds=float(s_), floor_s=float(fl), efficiency=float(fl / s_), l2_saved_s=float(sv))
     return [known[w] for w in works]
 
 
