@@ -545,9 +545,10 @@ def kernel_times(
         raw = predict_design(d, p.values)
         seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
         saved = np.zeros(len(todo))
-        if any(name.startswith("l2.") for name in p.values):
-            dram = predict_design(d, {k: x for k, x in p.values.items() if not k.startswith("l2.")})
-            saved = np.maximum(np.maximum(dram, d.floor_hbm) - seconds, 0.0)
+        cached = l2_hit_share(d.bytes_moved / np.maximum(d.launches, 1.0), d.l2, p.values) > 1e-6
+        if cached.any():  # the calls that stay in L2, priced again as if streamed from HBM
+            dram = predict_design(d.subset(cached), {k: x for k, x in p.values.items() if not k.startswith("l2.")})
+            saved[cached] = np.maximum(np.maximum(dram, d.floor_hbm[cached]) - seconds[cached], 0.0)
         if sum(len(c) for c in _CACHE.values()) + len(todo) > _CACHE_MAX:
             _CACHE.clear()
         known = _CACHE.setdefault(base, known)
