@@ -165,6 +165,17 @@ def test_a_launch_that_fits_in_l2_streams_faster_than_the_dram_allows_and_no_fas
     assert kernel_time(big, gpu, shipped).floor_s == pytest.approx(big.bytes / 300e9)
 
 
+def test_an_accelerator_without_an_sm_count_gets_no_l2_speed_up() -> None:
+    # the L2's rate is SM count x l2.r_bytes_per_s_per_sm: an accelerator described without its SMs
+    # (sm_count 0) must not stream its L2-sized launches at an unbounded rate
+    work = W.norm_work(4096, 1024, "fp32", variant="layer")
+    l4 = get_gpu("L4")
+    no_sm = dataclasses.replace(l4, name="l4-without-sm-count", aliases=(), sm_count=0)
+    assert kernel_time(work, l4).l2_saved_s > 0
+    unknown = kernel_time(work, no_sm)
+    assert unknown.l2_saved_s == 0 and unknown.seconds >= work.bytes / 300e9
+
+
 def test_sources_that_flush_the_l2_are_fitted_with_nothing_in_it() -> None:
     from perfmodel.kernels.efficiency import build_design
     from perfmodel.kernels.fitting import L2_FLUSHING_SOURCES, measured_seconds

@@ -226,14 +226,15 @@ class GpuFeatures:
     bw: float  # datasheet bandwidth, bytes/s
     sm: float
     tdp_w: float
-    l2: float  # last-level cache, bytes (0: unknown, or a CPU)
+    l2: float  # last-level cache, bytes (0: unknown, a CPU, or no SM count to rate it by)
 
 
 def gpu_features(gpu: GPUSpec) -> GpuFeatures:
     vendor = gpu.vendor if gpu.vendor in VENDORS else "nvidia"
     bw = float(gpu.hbm_bandwidth_gb_per_s or gpu.measured.get("hbm_copy_gb_per_s") or 1.0) * 1e9
     sm = float(gpu.sm_count) if gpu.sm_count > 0 else 1e6  # unknown: no wave quantisation, no per-SM cap
-    l2 = float(gpu.l2_cache_mb) * 1e6 if vendor != "cpu" else 0.0
+    # the L2's rate is per SM: without an SM count (a user's accelerator) the L2 is taken as unknown
+    l2 = float(gpu.l2_cache_mb) * 1e6 if vendor != "cpu" and gpu.sm_count > 0 else 0.0
     return GpuFeatures(vendor, bw, sm, float(gpu.tdp_w or 0.0), l2)
 
 
