@@ -9,7 +9,8 @@ line or a `...` elision in the output), are listed as skipped.
 
     python bench/refresh_transcripts.py README.md docs/decide.md [--check]
 
-`--check`: write nothing, exit 1 when a transcript differs from what its command prints now."""
+`--check`: write nothing (a command that writes a file, `--plot`, is skipped), exit 1 when a
+transcript differs from what its command prints now."""
 
 from __future__ import annotations
 
@@ -78,8 +79,9 @@ def refresh(path: Path, *, check: bool) -> tuple[int, int, list[str]]:
     for t in reversed(found):  # from the end, so that earlier indices stay valid
         flat = re.sub(r"\\\n\s*", "", t.command).strip()
         edited = any(x.startswith("$ ") or x.strip() == "..." for x in lines[t.start : t.end])
-        if edited or not REFRESHED.match(flat):
-            skipped.append(("edited: " if edited else "") + flat[:80])
+        writes = check and "--plot" in flat  # a check writes nothing, not even a sweep's picture
+        if edited or writes or not REFRESHED.match(flat):
+            skipped.append(("edited: " if edited else "writes a file: " if writes else "") + flat[:80])
             continue
         ran += 1
         new = run(flat).split("\n")
