@@ -55,7 +55,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -320,10 +320,11 @@ class Design:
     def without_l2(self, mask: np.ndarray) -> Design:
         """The same rows, those where `mask` is true measured with the L2 flushed before each call
         (nothing of theirs stays in it: their floor is the HBM one)."""
-        out = self.subset(np.ones(len(self.l2), dtype=bool))
-        out.l2 = np.where(mask, 0.0, self.l2)
-        out.floor = np.where(mask, self.floor_hbm, self.floor)
-        return out
+        return replace(self, l2=np.where(mask, 0.0, self.l2), floor=np.where(mask, self.floor_hbm, self.floor))
+
+    def l2_share(self, v: dict[str, float]) -> np.ndarray:
+        """`l2_hit_share` of each row's bytes per launch."""
+        return l2_hit_share(self.bytes_moved / np.maximum(self.launches, 1.0), self.l2, v)
 
     def table_of(
         self, prefix: str, categorical: str, v: dict[str, float], default: float = 0.0
@@ -343,13 +344,11 @@ L2_OVER_HBM_MAX = 10.0
 def memory_floor_seconds(work: KernelWork, l2: float, bw: float) -> float:
     """The memory side of a call's roofline floor (s): where each of its launches moves no more than
     the L2 holds (the tensor its neighbour just wrote, or the same tensors timed again without a
-    flush), an L2's worth a launch may come from L2 at up to `L2_OVER_HBM_MAX` x the HBM bandwidth
-    and the rest from HBM; a larger launch streams every byte from HBM."""
-    launches = max(float(work.launches), 1.0)
-    if l2 <= 0 or work.bytes_moved > launches * l2:
+    flush), its bytes may come from L2 at up to `L2_OVER_HBM_MAX` x the HBM bandwidth; a larger
+    launch streams every byte from HBM."""
+    if l2 <= 0 or work.bytes_moved > max(float(work.launches), 1.0) * l2:
         return work.bytes / bw
-    cached = min(work.bytes, launches * l2)
-    return (work.bytes - cached) / bw + cached / (L2_OVER_HBM_MAX * bw)
+    return work.bytes / (L2_OVER_HBM_MAX * bw)  # bytes <= bytes_moved: every byte fits
 
 
 def l2_hit_share(bytes_per_launch: np.ndarray, l2: np.ndarray, v: dict[str, float]) -> np.ndarray:
@@ -468,7 +467,7 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     per_vendor = {name: np.array([_get(v, f"{name}.{x}") for x in VENDORS])[vendor]
                   for name in ("t_launch_s", "t_launch_gemm_s", "eta_bw", "eta_c")}  # fmt: skip
     # streaming: HBM at eta_bw, or (the share h that stays in L2) the L2's per-SM rate, each under the per-SM cap
-    h = l2_hit_share(d.bytes_moved / np.maximum(d.launches, 1.0), d.l2, v)
+    h = d.l2_share(v)
     # (an L2 hit is never slower than the HBM: the L2's rate is the larger of the two)
     inv_hbm = 1.0 / (d.bw * per_vendor["eta_bw"])
     inv_l2 = np.minimum(1.0 / (d.sm * v.get("l2.r_bytes_per_s_per_sm", 1.0)), inv_hbm)
@@ -546,7 +545,7 @@ def kernel_times(
         raw = predict_design(d, p.values)
         seconds = np.maximum(np.maximum(raw, d.floor), 1e-12)
         saved = np.zeros(len(todo))
-        cached = l2_hit_share(d.bytes_moved / np.maximum(d.launches, 1.0), d.l2, p.values) > 1e-6
+        cached = d.l2_share(p.values) > 1e-6
         if cached.any():  # the calls that stay in L2, priced again as if streamed from HBM
             dram = predict_design(d.subset(cached), {k: x for k, x in p.values.items() if not k.startswith("l2.")})
             saved[cached] = np.maximum(np.maximum(dram, d.floor_hbm[cached]) - seconds[cached], 0.0)
