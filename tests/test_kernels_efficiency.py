@@ -497,3 +497,18 @@ def test_a_batch_prices_each_distinct_work_once_and_as_it_would_alone() -> None:
     efficiency._CACHE.clear()
     assert kernel_times([again], h100)[0] == batch[0] and kernel_time(norm, h100) == batch[1]
     assert batch[0] != batch[1]
+
+
+def test_a_fused_normalization_has_phase_factors_of_its_own() -> None:
+    """Liger's norm backward runs one program per SM looping over the rows (ops/rms_norm.py,
+    layer_norm.py: grid = (sm_count,)) to reduce the weight's gradient; its rope, activation and
+    cross-entropy kernels stream every phase like a forward: they share the fused phase factors."""
+    from perfmodel.kernels.efficiency import impl_phase_key
+
+    norm = W.norm_work(4096, 4096, "bf16", variant="rms", impl="fused", phase="backward")
+    rope = W.rotary_work(4096, 32, 8, 128, "bf16", impl="fused", phase="backward")
+    eager = W.norm_work(4096, 4096, "bf16", variant="rms", phase="backward")
+    assert [impl_phase_key(w) for w in (norm, rope, eager)] == ["fused-norm/backward", "fused/backward", "eager/backward"]
+    shipped = load_efficiency().values
+    assert shipped["f.phase/fused-norm/backward"] > shipped["f.phase/fused/backward"]  # the loop over rows
+

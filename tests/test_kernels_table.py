@@ -192,3 +192,24 @@ def test_neusight_keeps_the_kernels_that_ran_from_l2_but_not_the_index_bound_emb
     small_embedding_backward = table[(table["kernel_kind"] == "embedding") & (table["phase"] == "backward")
                                      & table["source"].str.startswith("neusight")]  # fmt: skip
     assert not any(_feature_kernel_bound(work_of_row(r), r["gpu"]) for r in small_embedding_backward.to_dict("records"))
+
+
+def _liger_row(kernel: str, provider: str, mode: str, x: object, cfg: dict[str, object], x_name: str = "V") -> dict[str, object]:
+    return {"kernel_name": kernel, "kernel_provider": provider, "kernel_operation_mode": mode, "x_name": x_name,
+            "x_value": x, "extra_benchmark_config_str": json.dumps(cfg), "y_value_50": 1.0, "y_value_20": 1.0,
+            "y_value_80": 1.0}  # fmt: skip
+
+
+def test_the_embedding_harness_writes_a_random_gradient_and_accumulates_the_table(tmp_path: Path) -> None:
+    """benchmark_embedding.py's full call: output.backward(torch.randn_like(output)) writes the random
+    gradient (tokens x dim x e) and, `.grad` never reset, adds the dense (vocab x dim) gradient to it
+    (3 x vocab x dim x e) on top of the embedding's own forward and backward."""
+    from perfmodel.kernels import work as W
+
+    cfg = {"B": 8, "T": 512, "D": 768, "dtype": "torch.float32"}
+    rows = [_liger_row("embedding", "huggingface", mode, 32768, cfg) for mode in ("forward", "full")]
+    frame = import_liger_kernel_benchmarks(_liger_csv(tmp_path / "emb.csv", rows)).frame().set_index("phase")
+    own = W.embedding_work(4096, 32768, 768, "fp32", phase="full")
+    assert frame.loc["forward", "bytes_moved"] == W.embedding_work(4096, 32768, 768, "fp32").bytes_moved
+    assert frame.loc["full", "bytes_moved"] == own.bytes_moved + 4096 * 768 * 4 + 3 * 32768 * 768 * 4
+    assert frame.loc["full", "launches"] == own.launches + 2

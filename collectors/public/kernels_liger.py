@@ -180,9 +180,20 @@ def _megatron_swiglu(cfg, x, x_name, dtype, impl, phase):  # type: ignore[no-unt
 
 
 def _embedding(cfg, x, x_name, dtype, impl, phase):  # type: ignore[no-untyped-def]
-    return W.embedding_work(
-        int(cfg["B"]) * int(cfg["T"]), int(x), int(cfg["D"]), dtype, impl=impl, phase=phase
-    )
+    tokens, vocab, dim = int(cfg["B"]) * int(cfg["T"]), int(x), int(cfg["D"])
+    work = W.embedding_work(tokens, vocab, dim, dtype, impl=impl, phase=phase)
+    if phase == "forward":
+        return work
+    # `full` (benchmark_embedding.py) calls output.backward(torch.randn_like(output)): the random
+    # upstream gradient is written each call, and without `grad_to_none` autograd adds each call's
+    # dense (vocab x dim) weight gradient to `.grad` (read both, write one)
+    e = W.BYTES_PER_ELEMENT[dtype]
+    randn = W.KernelWork(
+        kind="elementwise", impl="eager", variant="copy", dtype=dtype, phase="forward", flops=0.0,
+        bytes=float(tokens * dim * e), bytes_moved=float(tokens * dim * e), launches=1.0, shape=(tokens, dim),
+    )  # fmt: skip
+    accumulate = W.elementwise_work(vocab * dim, dtype, variant="add", inputs=2, outputs=1)
+    return combine([work, randn, accumulate])
 
 
 def _softmax(cfg, x, x_name, dtype, impl, phase):  # type: ignore[no-untyped-def]

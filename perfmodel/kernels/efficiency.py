@@ -368,6 +368,16 @@ def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
     return np.array([index[x] for x in values], dtype=int), levels
 
 
+def impl_phase_key(w: KernelWork) -> str:
+    """The level of a work's phase factor (`f.phase/<key>`): its implementation and phase. A fused
+    normalization has its own: its backward reduces the weight's gradient over the rows, one program
+    per SM looping over them (linkedin/Liger-Kernel ops/rms_norm.py, layer_norm.py: grid =
+    sm_count), where the other fused kernels (rotary, activation, cross-entropy) stream every
+    phase like a forward."""
+    impl = f"{w.impl}-norm" if w.kind == "norm" and w.impl != "eager" else w.impl
+    return f"{impl}/{w.phase}"
+
+
 def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     """The model's arrays for each (work, accelerator) pair."""
     n = len(pairs)
@@ -409,7 +419,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         cats["kind_variant"].append(f"{w.kind}/{w.variant}")
         cats["impl"].append(w.impl)
         cats["phase_key"].append(f"{w.kind}/{w.variant}/{w.phase}")
-        cats["impl_phase"].append(f"{w.impl}/{w.phase}")
+        cats["impl_phase"].append(impl_phase_key(w))
         # the streaming factor's kind: a math attention's traffic beyond its GEMMs is elementwise kernels
         math_attention = w.kind == "attention" and w.variant == "math"
         cats["stream_kind"].append("elementwise" if math_attention else w.kind)
