@@ -199,5 +199,10 @@ an A100's 50-85% of 2 TB/s) with little in the specs to say so beforehand. Matmu
 held-out accelerator the error is ~11% (each accelerator's median bias taken out); the rest is
 each accelerator's level, the largest L4's fp32 GEMMs at ~27% of the datasheet fp32 peak (72 W;
 the model, fitted on the others, expects ~60%), and skinny batched GEMMs (N <= 64), which run
-slower than their tile and bandwidth terms say.
+slower than their tile and bandwidth terms say. Loss: the eager cross-entropy's bytes are the CPU
+census's, one read of each tensor, where PyTorch's CUDA log_softmax reads a row wider than its 48 KB
+of shared memory three times in forward and the upstream gradient twice in backward (SoftMax.cu);
+counted that way, with Liger's kernel and its benchmarks' gradient copies counted too, the loss's
+held-out error was 23%, but the refit made the training steps' predictions worse (README,
+"Accuracy", model 26), so the table keeps the census's bytes.
 """.splitlines()
