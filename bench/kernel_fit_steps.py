@@ -1,0 +1,77 @@
+"""What a kernel fit does to the training steps: the kernel model alone (the `bound` method of
+`perfmodel train`, no learned part) over every trainable row of the feature table, per source, for
+one or more kernel-efficiency files side by side.
+
+A kernel-level refit (`perfmodel kernels fit`) can improve the held-out kernel errors of
+`docs/kernels.md` and still price the training steps worse: its shared terms (streaming, matmul,
+L2) move together. This prints, in about 15 s a file, what `perfmodel train` would show only after
+three minutes, in sample (no folds): the median |kernel-model step / measured step - 1| per source
+and over all rows.
+
+    python bench/kernel_fit_steps.py [EFFICIENCY.json ...] [--features datasets/features.parquet]
+
+Without a file: the shipped `perfmodel/kernels/efficiency.json`. A diagnostic: it changes no model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def step_errors(table: pd.DataFrame, efficiency: Any) -> pd.DataFrame:
+    """One row per trainable row of the feature table: its source and the kernel model's absolute
+    step-time error with `efficiency` (an EfficiencyParams)."""
+    from perfmodel.features import rows_to_training_data
+
+    _, y, kept, _ = rows_to_training_data(table, efficiency=efficiency)
+    # y = log(measured / kernel-model step): the error of the kernel model alone is |exp(-y) - 1|
+    return pd.DataFrame({"source": kept["source"].astype(str).to_numpy(), "ape": np.abs(np.exp(-np.asarray(y)) - 1.0)})
+
+
+def summary(errors: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Median error (%) per source and over all rows ('all'), one column per efficiency file, after
+    a 'rows' column (every file scores the same rows)."""
+    first = next(iter(errors.values()))
+    counts = pd.concat([pd.Series({"all": len(first)}), first.groupby("source").size()])
+    columns = {"rows": counts}
+    for name, frame in errors.items():
+        columns[name] = pd.concat([pd.Series({"all": frame["ape"].median()}), frame.groupby("source")["ape"].median()]) * 100.0
+    return pd.DataFrame(columns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(ROOT))
+    from perfmodel.kernels.efficiency import PARAMS_PATH, load_efficiency
+    from perfmodel.paths import features_path
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("efficiency", nargs="*", help="kernel-efficiency JSON files (default: the shipped one)")
+    parser.add_argument("--features", default=str(features_path()))
+    args = parser.parse_args(argv)
+    files = [Path(f) for f in args.efficiency] or [PARAMS_PATH]
+    for f in files:
+        if not f.is_file():
+            print(f"error: no efficiency file {f}", file=sys.stderr)
+            return 2
+    table = pd.read_parquet(args.features)
+    short = len({f.name for f in files}) == len(files)
+    errors = {(f.name if short else str(f)): step_errors(table, load_efficiency(f)) for f in files}
+    out = summary(errors)
+    print("kernel model alone over the training rows, in sample: median |predicted / measured step - 1|, %")
+    print()
+    print("| source | rows | " + " | ".join(out.columns[1:]) + " |")
+    print("|---|---:|" + "---:|" * (len(out.columns) - 1))
+    for source, r in out.iterrows():
+        print(f"| {source} | {int(r['rows'])} | " + " | ".join(f"{r[c]:.1f}" for c in out.columns[1:]) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
