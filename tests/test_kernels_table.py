@@ -72,20 +72,21 @@ def _liger_csv(path: Path, rows: list[dict[str, object]]) -> Path:
     return path
 
 
-def test_liger_rows_take_the_scripts_shapes_and_dtypes(tmp_path: Path) -> None:
-    def row(
-        kernel: str, provider: str, mode: str, x: object, cfg: dict[str, object], ms: float, x_name: str = "V"
-    ) -> dict[str, object]:
-        return {"kernel_name": kernel, "kernel_provider": provider, "kernel_operation_mode": mode, "x_name": x_name,
-                "x_value": x, "extra_benchmark_config_str": json.dumps(cfg), "y_value_50": ms, "y_value_20": ms,
-                "y_value_80": ms}  # fmt: skip
+def _liger_row(
+    kernel: str, provider: str, mode: str, x: object, cfg: dict[str, object], ms: float = 1.0, x_name: str = "V"
+) -> dict[str, object]:
+    return {"kernel_name": kernel, "kernel_provider": provider, "kernel_operation_mode": mode, "x_name": x_name,
+            "x_value": x, "extra_benchmark_config_str": json.dumps(cfg), "y_value_50": ms, "y_value_20": ms,
+            "y_value_80": ms}  # fmt: skip
 
+
+def test_liger_rows_take_the_scripts_shapes_and_dtypes(tmp_path: Path) -> None:
     rows = [
-        row(
+        _liger_row(
             "cross_entropy", "huggingface", "forward", 4096, {"B": 8, "T": 2048}, 0.53
         ),  # no dtype: the script's fp32
-        row("cross_entropy", "liger", "full", 4096, {"B": 8, "T": 2048}, 0.9),
-        row(
+        _liger_row("cross_entropy", "liger", "full", 4096, {"B": 8, "T": 2048}, 0.9),
+        _liger_row(
             "rms_norm",
             "huggingface",
             "backward",
@@ -94,7 +95,7 @@ def test_liger_rows_take_the_scripts_shapes_and_dtypes(tmp_path: Path) -> None:
             0.74,
             "H",
         ),
-        row(
+        _liger_row(
             "swiglu",
             "huggingface",
             "forward",
@@ -103,7 +104,7 @@ def test_liger_rows_take_the_scripts_shapes_and_dtypes(tmp_path: Path) -> None:
             1.0,
             "T",
         ),
-        row("cross_entropy", "huggingface", "no-grad-forward", 4096, {"B": 8, "T": 2048}, 0.5),
+        _liger_row("cross_entropy", "huggingface", "no-grad-forward", 4096, {"B": 8, "T": 2048}, 0.5),
     ]
     got = import_liger_kernel_benchmarks(_liger_csv(tmp_path / "liger.csv", rows))
     frame = got.frame()
@@ -193,11 +194,6 @@ def test_neusight_keeps_the_kernels_that_ran_from_l2_but_not_the_index_bound_emb
                                      & table["source"].str.startswith("neusight")]  # fmt: skip
     assert not any(_feature_kernel_bound(work_of_row(r), r["gpu"]) for r in small_embedding_backward.to_dict("records"))
 
-
-def _liger_row(kernel: str, provider: str, mode: str, x: object, cfg: dict[str, object], x_name: str = "V") -> dict[str, object]:
-    return {"kernel_name": kernel, "kernel_provider": provider, "kernel_operation_mode": mode, "x_name": x_name,
-            "x_value": x, "extra_benchmark_config_str": json.dumps(cfg), "y_value_50": 1.0, "y_value_20": 1.0,
-            "y_value_80": 1.0}  # fmt: skip
 
 
 def test_the_embedding_harness_writes_a_random_gradient_and_accumulates_the_table(tmp_path: Path) -> None:

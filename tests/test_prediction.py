@@ -80,19 +80,21 @@ def test_json_contract_keys(tmp_path):
 
 def test_the_l2_saving_is_what_streaming_the_small_kernels_from_dram_would_add():
     # a 7B LoRA step on an L40S (96 MB L2, 864 GB/s GDDR6): its eager norm and elementwise launches at
-    # micro-batch 8 fit in the L2; on an H100 (50 MB, 3.35 TB/s) the L2 is no faster than the HBM
+    # micro-batch 8 fit in the L2; on an H100 (50 MB, 3.35 TB/s) or an A100 the L2 is no faster than the HBM
     from perfmodel.analytic.step import plan_step, price_step
     from perfmodel.kernels.efficiency import EfficiencyParams, load_efficiency
 
     shipped = load_efficiency()
     dram_only = EfficiencyParams(values={k: v for k, v in shipped.values.items() if not k.startswith("l2.")})
-    for gpu, saves in (("L40S", True), ("H100-SXM", False)):
+    for gpu, saves in (("L40S", True), ("H100-SXM", False), ("A100-80GB", False)):
         w = workload(lora_r=16, gpu=gpu, micro_batch_size=8, seq_len=512)
         plan = plan_step(w)
         with_l2, without = price_step(w, plan, shipped), price_step(w, plan, dram_only)
         added = sum(without.by_kind_s.values()) - sum(with_l2.by_kind_s.values())
         assert with_l2.l2_saved_s == pytest.approx(added, rel=1e-6, abs=1e-9)
         assert (with_l2.l2_saved_s > 0.1 * sum(with_l2.by_kind_s.values())) is saves
+        if not saves:  # not the rounding of two equal prices (--json printed 1.4e-17 s on an A100)
+            assert with_l2.l2_saved_s == 0.0
 
 
 def test_gbm_round_processes_every_row_and_runs_on_the_host(tmp_path):

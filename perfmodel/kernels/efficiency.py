@@ -558,7 +558,10 @@ def kernel_times(
         cached = d.l2_share(p.values) > 1e-6
         if cached.any():  # the calls that stay in L2, priced again as if streamed from HBM
             dram = predict_design(d.subset(cached), {k: x for k, x in p.values.items() if not k.startswith("l2.")})
-            saved[cached] = np.maximum(np.maximum(dram, d.floor_hbm[cached]) - seconds[cached], 0.0)
+            gain = np.maximum(dram, d.floor_hbm[cached]) - seconds[cached]
+            # where the L2 is no faster than the HBM (A100, H100, H200) the two prices differ only by
+            # rounding: nothing is saved
+            saved[cached] = np.where(gain > 1e-9 * seconds[cached], gain, 0.0)
         if sum(len(c) for c in _CACHE.values()) + len(todo) > _CACHE_MAX:
             _CACHE.clear()
         known = _CACHE.setdefault(base, known)
