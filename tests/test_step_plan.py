@@ -45,6 +45,38 @@ def test_lora_freezes_the_base_so_its_matmuls_skip_the_weight_gradient():
     assert not [k for k in plan.kernels if "embedding backward" in k.label]  # a frozen table gets no gradient
 
 
+def test_a_partly_frozen_model_computes_every_input_gradient_and_its_share_of_weight_gradients():
+    """training.trainable_fraction f (not LoRA): 4N + 2N f per token, as conventions.py counts it
+    (perfmodel.analytic.flops), and the embedding's dense gradient f of the time. f = 1 is the
+    full plan; LN tuning (PEFT: 175,104 norm weights of Llama-3.2-3B's 3,212,749,824) is almost
+    LoRA's frozen base."""
+    tokens = 4 * 512
+    n = count_params(_w().model, _w().training).matmul_active
+    for f, dense in ((0.5, 2.0 * n * 0.5), (175104 / 3212749824, 2.0 * n * 5.45e-5)):
+        plan = plan_step(_w(trainable_fraction=f))
+        assert plan.flops("matmul") == pytest.approx((4 * n + dense) * tokens, rel=1e-3)
+        (emb,) = _by(plan, "embedding backward")
+        assert emb.calls == pytest.approx(f)
+        assert sum(k.calls for k in _by(plan, "weight gradient")) > 0  # each weight's dW, scaled
+    full = plan_step(_w(trainable_fraction=1.0))
+    assert [k.label for k in full.kernels] == [k.label for k in plan_step(_w()).kernels]
+    assert not _by(full, "weight gradient")
+
+
+def test_ln_tuning_is_priced_below_lora_as_peft_measured_it_on_an_l40s():
+    """PEFT's method comparison on one L40S (Llama-3.2-3B, bf16, micro-batch 4, 210 tokens;
+    shared/data/public/peft_method_comparison.csv): LN tuning 0.1054-0.1086 s a step, LoRA r=32 on
+    q_proj, v_proj 0.1170-0.1239 s, full fine-tuning 0.3625-0.3663 s, on the same torch versions.
+    With every weight gradient computed LN tuning came out slower than LoRA."""
+    from perfmodel.analytic import estimate
+
+    def t(**kw):
+        return estimate(_w("llama3.2-3b", "L40S", seq_len=210, **kw)).t_bound_s
+
+    ln, lora, full = t(trainable_fraction=175104 / 3212749824), t(lora_r=32), t()
+    assert ln < lora < full
+
+
 def test_checkpointing_runs_each_layers_forward_once_more():
     plain, ckpt = plan_step(_w()), plan_step(_w(activation_checkpointing=True))
     layers = 32

@@ -184,8 +184,11 @@ def _matmul(
     input_grad: bool,
     recompute: bool,
     calls: float = 1.0,
+    weight_share: float = 1.0,
 ) -> None:
-    """A linear layer y = x W (x: tokens x n_in): forward, input gradient, weight gradient."""
+    """A linear layer y = x W (x: tokens x n_in): forward, input gradient, weight gradient.
+    `weight_share` < 1: only that share of such weights is trainable (a partly frozen model:
+    `training.trainable_fraction`), so the weight gradient runs that share of the calls."""
     out.append(
         PlannedKernel(label=f"{label} forward", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls)
     )
@@ -195,7 +198,9 @@ def _matmul(
                 label=f"{label} recompute", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls
             )
         )
-    if input_grad and trainable:
+    if not trainable or weight_share <= 0.0:
+        trainable, weight_share = False, 0.0
+    if input_grad and trainable and weight_share >= 1.0:
         out.append(
             PlannedKernel(
                 label=f"{label} backward",
@@ -203,7 +208,8 @@ def _matmul(
                 calls=calls,
             )
         )
-    elif input_grad:
+        return
+    if input_grad:
         out.append(
             PlannedKernel(
                 label=f"{label} backward (input gradient)",
@@ -211,12 +217,12 @@ def _matmul(
                 calls=calls,
             )
         )
-    elif trainable:
+    if trainable:
         out.append(
             PlannedKernel(
                 label=f"{label} backward (weight gradient)",
                 work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-wgrad"),
-                calls=calls,
+                calls=calls * weight_share,
             )
         )
 
@@ -283,6 +289,7 @@ def _transformer_layers(
     lora = bool(t.lora_r)
     frozen_all = t.trainable_fraction == 0 and not lora
     trainable = not lora and not frozen_all and (t.trainable_fraction is None or t.trainable_fraction > 0)
+    share = _weight_share(w)
     grads = not frozen_all
     ckpt = bool(t.activation_checkpointing) and grads
     norm_variant = _norm_variant(w, recipe, on_cpu)
@@ -326,6 +333,7 @@ def _transformer_layers(
             input_grad=grads,
             recompute=ckpt,
             calls=calls,
+            weight_share=share,
         )
         if (
             t.precision.startswith("amp")
@@ -371,7 +379,7 @@ def _transformer_layers(
                         phase="forward",
                         source_dtype=act,
                     ),
-                    calls=1.0,
+                    calls=share,
                 )
             )
     if m.num_experts > 1:
@@ -385,6 +393,7 @@ def _transformer_layers(
             trainable=trainable,
             input_grad=grads,
             recompute=ckpt,
+            weight_share=share,
         )
     if rotary:
         r_impl = _impl(recipe, "rotary", on_cpu)
@@ -570,6 +579,7 @@ def _outside_layers(
     lora = bool(t.lora_r)
     frozen_all = t.trainable_fraction == 0 and not lora
     trainable = not lora and not frozen_all
+    share = _weight_share(w)
     grads = not frozen_all
     if vocab:
         out.append(
@@ -584,7 +594,7 @@ def _outside_layers(
                 PlannedKernel(
                     label="embedding backward",
                     work=embedding_work(tokens, _i(vocab / par.tensor_parallel), d, res, phase="backward"),
-                    calls=1.0 / par.pipeline_parallel,
+                    calls=share / par.pipeline_parallel,
                 )
             )
         if m.dropout > 0:  # GPT-2 embd_pdrop, BERT's embedding dropout
@@ -614,6 +624,7 @@ def _outside_layers(
         input_grad=grads,
         recompute=False,
         calls=last,
+        weight_share=share,
     )
     fused_loss = t.fused_cross_entropy or recipe.loss == "fused-linear"
     logits_dtype = act
@@ -655,6 +666,18 @@ def _outside_layers(
         calls=last * chunks,
         backward=grads,
     )
+
+
+def _weight_share(w: Workload) -> float:
+    """The share of the weights that get gradients: 1, or a partly frozen model's
+    `training.trainable_fraction` (not LoRA), the trainable parameters taken as spread over the
+    weights in proportion (as `perfmodel.analytic.flops` counts their weight-gradient FLOPs). PEFT's
+    LN tuning trains only the norms' weights (5.5e-5 of Llama-3.2-3B): its linear layers and
+    embedding compute input gradients and almost no weight gradients."""
+    t = w.training
+    if t.lora_r or t.trainable_fraction is None:
+        return 1.0
+    return min(1.0, max(0.0, float(t.trainable_fraction)))
 
 
 def _trainable_tensors(w: Workload) -> int:
