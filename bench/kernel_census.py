@@ -16,7 +16,8 @@ linear function of the work's size. Counted modules (transformers 5.x, torch 2.1
 - loss: Hugging Face `ForCausalLMLoss` (logits `.float()` upcast, label shift, `F.cross_entropy`)
 - embedding: `torch.nn.Embedding`
 - optimizer: `torch.optim.AdamW` with foreach=False (for-loop), foreach=True, fused=True;
-  `torch.optim.SGD` (foreach, with and without momentum)
+  `torch.optim.SGD` (foreach, with and without momentum); `torch.nn.utils.clip_grad_norm_`
+  (foreach and for-loop), the gradient clipping before a step
 
 Per op: bytes = the bytes of its tensor inputs + its outputs, each counted once over the memory it
 spans (a broadcast operand, stride 0, counts its real size), views free (no kernel). Ops whose
@@ -371,13 +372,26 @@ def census_module(key: str, dtype_name: str) -> dict[str, Any]:
 
 # --- optimizers ----------------------------------------------------------------------------------
 
-OPTIMIZERS: dict[str, Callable[[list[torch.Tensor]], torch.optim.Optimizer]] = {
+class ClipGradNorm:
+    """torch.nn.utils.clip_grad_norm_(params, 1.0) as a step (what the Hugging Face Trainer, Ludwig and
+    Megatron run before each optimizer step), counted like one."""
+
+    def __init__(self, params: list[torch.Tensor], *, foreach: bool) -> None:
+        self.params, self.foreach = params, foreach
+
+    def step(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=self.foreach)
+
+
+OPTIMIZERS: dict[str, Callable[[list[torch.Tensor]], Any]] = {
     "adamw-forloop": lambda p: torch.optim.AdamW(p, lr=1e-3, foreach=False),
     "adamw-foreach": lambda p: torch.optim.AdamW(p, lr=1e-3, foreach=True),
     "adamw-fused": lambda p: torch.optim.AdamW(p, lr=1e-3, fused=True),
     "sgd-foreach": lambda p: torch.optim.SGD(p, lr=1e-3, foreach=True),
     "sgd-momentum-foreach": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True),
     "sgd-momentum-forloop": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=False),
+    "clip-foreach": lambda p: ClipGradNorm(p, foreach=True),
+    "clip-forloop": lambda p: ClipGradNorm(p, foreach=False),
 }
 
 

@@ -194,7 +194,8 @@ def workload_to_row(w: Workload, **provenance: Any) -> dict[str, Any]:
 
 
 UNRECORDED_DEFAULTS: dict[str, dict[str, Any]] = {
-    "training": {"optimizer_state": None, "optimizer_in_backward": None, "checkpointing_policy": "full",
+    "training": {"optimizer_state": None, "optimizer_in_backward": None, "gradient_clipping": None,
+                 "checkpointing_policy": "full",
                  "lora_dropout": 0.0},
 }  # fmt: skip
 """Workload fields a feature-table row does not record (memory-only details), with the value a

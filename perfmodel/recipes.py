@@ -119,6 +119,9 @@ class FrameworkRecipe:
     """The model fills a KV cache in its training forward (transformers models: config.use_cache is
     True by default and only gradient checkpointing turns it off): every layer's keys and values are
     copied into it and held until the forward's output is dropped, through the loss."""
+    grad_clip: bool = False
+    """Gradients are clipped to a global norm before each optimizer step (torch.nn.utils.clip_grad_norm_
+    or the stack's own): the gradients are read twice and written once more per step."""
     activation_offload: bool = False
     """Checkpointed activations are offloaded to host memory (unsloth's gradient checkpointing,
     torchtune enable_activation_offloading)."""

@@ -421,6 +421,9 @@ class TrainingSpec:
     optimizer_in_backward: bool | None = None
     """The optimizer step runs inside backward, one parameter at a time, so the gradients of the
     whole model are never held at once (torchtune optimizer_in_bwd); None: the recipe's default."""
+    gradient_clipping: bool | None = None
+    """The gradients are clipped to a global norm before each optimizer step (Hugging Face
+    max_grad_norm, Ludwig gradient_clipping, Megatron clip_grad); None: the recipe's default."""
     fused_cross_entropy: bool = False
     """Fused/chunked linear cross-entropy (Liger-Kernel, torchtune chunked loss): the full
     (tokens x vocab) logits are never materialised."""

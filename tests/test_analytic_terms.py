@@ -83,7 +83,8 @@ def test_lora_optimizer_step_on_a_gpu_is_one_fused_adamw_over_the_adapters():
     from perfmodel.analytic.step import plan_step
     from perfmodel.kernels.efficiency import kernel_time
 
-    w = _workload("llama2-7b", {"seq_len": 512, "micro_batch_size": 1, "lora_r": 16, "lora_target_modules": 2})
+    w = _workload("llama2-7b", {"seq_len": 512, "micro_batch_size": 1, "lora_r": 16, "lora_target_modules": 2,
+                                "gradient_clipping": False})  # the step alone (the Trainer clips first)
     [opt] = [k for k in plan_step(w).kernels if k.per_step]
     assert opt.work.variant == "adamw-fused" and opt.work.shape == (8_388_608, 128)
     assert opt.work.bytes == pytest.approx(8_388_608 * 28)
@@ -216,7 +217,7 @@ def test_lora_adamw_launches_match_pytorch_multi_tensor_apply():
     from perfmodel.analytic.step import plan_step
 
     assert _adamw_cuda_launches(128) == 18
-    lora = {"seq_len": 512, "micro_batch_size": 1, "lora_r": 16, "lora_target_modules": 2}
+    lora = {"seq_len": 512, "micro_batch_size": 1, "lora_r": 16, "lora_target_modules": 2, "gradient_clipping": False}
     w = load_workload({"model": {"name": "llama2-7b"}, "training": {**lora, "tokens": 1e6},
                        "hardware": {"gpu": "A100-80GB"}, "framework": "torch-eager"})  # fmt: skip
     [step] = [k for k in plan_step(w).kernels if k.per_step]

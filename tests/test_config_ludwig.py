@@ -45,6 +45,23 @@ def test_llm_qlora_with_ludwig_defaults_stated():
     assert t.eval_fraction == pytest.approx(0.3 / 0.7 * 0.7, abs=1e-3)
 
 
+def test_gradient_clipping_is_ludwigs_default_and_a_null_norm_turns_it_off(tmp_path):
+    """Ludwig's GradientClippingConfig: clipglobalnorm 0.5 by default (ludwig/schema/optimizers.py), so
+    the ludwig recipe clips; a config that sets clipglobalnorm (and clipnorm) to null does not."""
+    from perfmodel.analytic.step import plan_step
+
+    default = load_workload(FIX / "ludwig_llm_qlora.yaml", rows=10_000)
+    assert default.training.gradient_clipping is None
+    assert [k for k in plan_step(default).kernels if "gradient clipping" in k.label]
+    text = (FIX / "ludwig_llm_qlora.yaml").read_text()
+    for clip, expected in (("{clipglobalnorm: null}", False), ("{clipglobalnorm: 1.0}", True)):
+        p = tmp_path / "clip.yaml"
+        p.write_text(text.replace("  learning_rate: 0.0002\n", f"  learning_rate: 0.0002\n  gradient_clipping: {clip}\n"))
+        w = load_workload(p, rows=10_000)
+        assert w.training.gradient_clipping is expected
+        assert bool([k for k in plan_step(w).kernels if "gradient clipping" in k.label]) is expected
+
+
 def test_llm_lora_on_ray_with_deepspeed_zero2_offload():
     w = load_workload(FIX / "ludwig_llm_lora_deepspeed_ray.yaml", rows=40_000, gpu="A100-80GB")
     t, p = w.training, w.parallel

@@ -680,6 +680,13 @@ def _weight_share(w: Workload) -> float:
     return min(1.0, max(0.0, float(t.trainable_fraction)))
 
 
+def clips_gradients(w: Workload, recipe: FrameworkRecipe) -> bool:
+    """Whether the step clips the gradients to a global norm: `training.gradient_clipping`, or the
+    recipe's default (`grad_clip`)."""
+    said = w.training.gradient_clipping
+    return recipe.grad_clip if said is None else bool(said)
+
+
 def _trainable_tensors(w: Workload) -> int:
     return max(1, int(round(trainable_tensors(w))))
 
@@ -701,6 +708,16 @@ def _optimizer(
     else:
         variant = "sgd-foreach"
     state = t.precision if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
+    if clips_gradients(w, recipe):  # on the gradients, which are in the parameters' dtype (as `state`)
+        clip = "clip-forloop" if impl == "forloop" else "clip-foreach"
+        out.append(
+            PlannedKernel(
+                label="gradient clipping (global norm)",
+                work=optimizer_work(max(1.0, params), _trainable_tensors(w), state, variant=clip),
+                calls=1.0,
+                per_step=True,
+            )
+        )
     out.append(
         PlannedKernel(
             label=f"optimizer step ({variant})",

@@ -135,6 +135,9 @@ def map_trainer(
         draft.set("training.activation_checkpointing", trainer["enable_gradient_checkpointing"])
     else:
         draft.default("training.activation_checkpointing", False, "")
+    clipping = trainer.get("gradient_clipping")
+    if isinstance(clipping, dict) and "clipglobalnorm" in clipping:  # Ludwig's default: clipglobalnorm 0.5
+        draft.set("training.gradient_clipping", any(clipping.get(k) for k in ("clipglobalnorm", "clipnorm")))
     return batch, mapped
 
 

@@ -124,6 +124,7 @@ _KEY_KIND: dict[str, str] = {
     "training.optimizer": "optimizer",
     "training.optimizer_state": "optimizer",
     "training.optimizer_in_backward": "optimizer",
+    "training.gradient_clipping": "optimizer",
     "training.seq_len": "seq_len",
     "hardware.num_gpus": "gpu_count",
     "hardware.num_nodes": "gpu_count",

@@ -85,6 +85,8 @@ class OptimizerCensus(NamedTuple):
     """For-loop implementations: kernels per parameter tensor."""
     foreach_depths: tuple[int, ...] = ()
     """Foreach / fused implementations: the tensor-list depth of each multi-tensor op."""
+    fixed_launches: int = 0
+    """Kernels launched once per step whatever the tensor count (on a GPU: over device scalars)."""
 
 
 OPTIMIZER_CENSUS: dict[str, OptimizerCensus] = {
@@ -101,5 +103,13 @@ OPTIMIZER_CENSUS: dict[str, OptimizerCensus] = {
     "sgd-momentum-foreach": OptimizerCensus(bytes_per_param_fp32=32.0, foreach_depths=(1, 2, 2)),
     # torch.optim.SGD(momentum=0.9, foreach=False): per tensor mul_, add_, add_
     "sgd-momentum-forloop": OptimizerCensus(bytes_per_param_fp32=32.0, launches_per_tensor=3),
+    # torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True) (the Trainer's max_grad_norm, Ludwig's
+    # clipglobalnorm): _foreach_norm(grads) (a list in, a list of norms out), then _foreach_mul_(grads,
+    # clamped coefficient): 3 x 4 B a parameter; between them stack + vector_norm over the per-tensor norms,
+    # and on a GPU the coefficient's add, div and clamp on device scalars (torch/nn/utils/clip_grad.py; the
+    # CPU census sees 2 of these 5: its 0-dim ops are host scalars)
+    "clip-foreach": OptimizerCensus(bytes_per_param_fp32=12.0, foreach_depths=(2, 1), fixed_launches=5),
+    # foreach=False: vector_norm and mul_ per tensor
+    "clip-forloop": OptimizerCensus(bytes_per_param_fp32=12.0, launches_per_tensor=2, fixed_launches=5),
 }
 """torch.optim step census per implementation."""

@@ -609,7 +609,8 @@ def _mta_launches(depth: int, params: float, tensors: int) -> float:
 def optimizer_work(params: float, tensors: int, dtype: str, *, variant: str = "adamw-foreach") -> KernelWork:
     """One optimizer step over `params` trainable elements in `tensors` tensors, state in `dtype`
     (fp32, or bf16 for a model cast to bf16). Launches on CUDA: for-loop = ops x tensors; foreach
-    and fused = per op, the multi_tensor_apply launches its tensor-list depth needs."""
+    and fused = per op, the multi_tensor_apply launches its tensor-list depth needs. The `clip-*`
+    variants are the gradient-norm clipping before it (torch.nn.utils.clip_grad_norm_)."""
     _check_dims("optimizer_work", params=params, tensors=tensors)
     if variant not in VARIANTS["optimizer"]:
         raise ValueError(
@@ -619,11 +620,14 @@ def optimizer_work(params: float, tensors: int, dtype: str, *, variant: str = "a
     census = OPTIMIZER_CENSUS[variant]
     state = 2 if variant.startswith("adam") else (1 if "momentum" in variant else 0)
     ideal = float(params) * e * (2 + state + 1 + state)  # read p, g, states; write p, states
+    if variant.startswith("clip"):
+        ideal = float(params) * e * 3  # the norm needs every gradient before any is scaled: read, read + write
     moved = census.bytes_per_param_fp32 * params * e / 4
     if census.launches_per_tensor:
         launches = float(census.launches_per_tensor * tensors)
     else:
         launches = sum(_mta_launches(d, params, tensors) for d in census.foreach_depths)
+    launches += census.fixed_launches
     impl = "fused" if variant.endswith("fused") else "eager"
     return KernelWork(
         kind="optimizer",
