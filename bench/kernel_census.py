@@ -17,7 +17,8 @@ linear function of the work's size. Counted modules (transformers 5.x, torch 2.1
 - embedding: `torch.nn.Embedding`
 - optimizer: `torch.optim.AdamW` with foreach=False (for-loop), foreach=True, fused=True;
   `torch.optim.SGD` (foreach, with and without momentum); `torch.nn.utils.clip_grad_norm_`
-  (foreach and for-loop), the gradient clipping before a step
+  (foreach and for-loop), the gradient clipping before a step; GradScaler's unscaling kernel
+  (`_amp_foreach_non_finite_check_and_unscale_`, fp16 autocast)
 
 Per op: bytes = the bytes of its tensor inputs + its outputs, each counted once over the memory it
 spans (a broadcast operand, stride 0, counts its real size), views free (no kernel). Ops whose
@@ -118,7 +119,7 @@ class Census(TorchDispatchMode):
         self.kernels += 1
         self.ops[name] += 1
         self.bytes += read + sum(_span_bytes(t) for t in written + outs)
-        if name.startswith("_foreach") or name.startswith("_fused"):
+        if name.startswith(("_foreach", "_fused", "_amp_foreach")):
             lists = [a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)]
             in_place = name.endswith("_") and not name.startswith("_fused")
             self.foreach_depths.append(len(lists) + (0 if in_place or name.startswith("_fused") else 1))
@@ -383,6 +384,18 @@ class ClipGradNorm:
         torch.nn.utils.clip_grad_norm_(self.params, 1.0, foreach=self.foreach)
 
 
+class AmpUnscale:
+    """GradScaler.unscale_'s kernel over the gradients (fp16 autocast's loss scaling, each step):
+    _amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        self.params, self.found_inf, self.inv_scale = params, torch.zeros(()), torch.ones(())
+
+    def step(self) -> None:
+        grads = [p.grad for p in self.params if p.grad is not None]
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, self.found_inf, self.inv_scale)
+
+
 OPTIMIZERS: dict[str, Callable[[list[torch.Tensor]], Any]] = {
     "adamw-forloop": lambda p: torch.optim.AdamW(p, lr=1e-3, foreach=False),
     "adamw-foreach": lambda p: torch.optim.AdamW(p, lr=1e-3, foreach=True),
@@ -392,6 +405,7 @@ OPTIMIZERS: dict[str, Callable[[list[torch.Tensor]], Any]] = {
     "sgd-momentum-forloop": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=False),
     "clip-foreach": lambda p: ClipGradNorm(p, foreach=True),
     "clip-forloop": lambda p: ClipGradNorm(p, foreach=False),
+    "amp-unscale": lambda p: AmpUnscale(p),
 }
 
 

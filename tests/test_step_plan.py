@@ -156,6 +156,22 @@ def test_gradient_clipping_reads_every_gradient_twice_and_writes_it_once():
     assert lora[0].work.bytes_moved == pytest.approx(12.0 * count_params(w.model, _w(lora_r=16).training).trainable)
 
 
+def test_fp16_autocast_unscales_every_gradient_once_a_step():
+    """torch.amp.GradScaler with fp16 autocast (amp_fp16): unscale_ reads and writes each fp32
+    gradient once (_amp_foreach_non_finite_check_and_unscale_, one multi-tensor op: 8 B per
+    parameter, 53.9 GB for Llama-2-7B's 6.74 B) before clipping and the step, plus 6 kernels on
+    device scalars; bf16 autocast needs no loss scaling."""
+    import math
+
+    w = _w(precision="amp_fp16")
+    per_step = [k for k in plan_step(w).kernels if k.per_step]
+    assert [k.work.variant for k in per_step] == ["amp-unscale", "clip-foreach", "adamw-fused"]
+    n = count_params(w.model, w.training).trainable
+    assert per_step[0].work.bytes_moved == pytest.approx(8.0 * n) == pytest.approx(53.9e9, rel=1e-3)
+    assert per_step[0].work.launches == math.ceil((n / 65536 + 291) / 320) + 6 == 329
+    assert not _by(plan_step(_w(precision="amp_bf16")), "unscaling")
+
+
 def test_clipping_closes_part_of_the_full_fine_tune_gap_peft_measured_on_an_l40s():
     """PEFT's method comparison on one L40S (Llama-3.2-3B, bf16, micro-batch 4, 210 tokens,
     grad_norm_clip 1.0): a full fine-tuning step 0.3625-0.3666 s, a LoRA r=64 (q_proj, v_proj) step

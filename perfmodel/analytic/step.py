@@ -708,6 +708,15 @@ def _optimizer(
     else:
         variant = "sgd-foreach"
     state = t.precision if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
+    if t.precision == "amp_fp16":  # torch.amp.GradScaler: fp16 autocast's loss scaling, unscaled each step
+        out.append(
+            PlannedKernel(
+                label="gradient unscaling (GradScaler)",
+                work=optimizer_work(max(1.0, params), _trainable_tensors(w), "fp32", variant="amp-unscale"),
+                calls=1.0,
+                per_step=True,
+            )
+        )
     if clips_gradients(w, recipe):  # on the gradients, which are in the parameters' dtype (as `state`)
         clip = "clip-forloop" if impl == "forloop" else "clip-foreach"
         out.append(

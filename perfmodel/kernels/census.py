@@ -111,5 +111,10 @@ OPTIMIZER_CENSUS: dict[str, OptimizerCensus] = {
     "clip-foreach": OptimizerCensus(bytes_per_param_fp32=12.0, foreach_depths=(2, 1), fixed_launches=5),
     # foreach=False: vector_norm and mul_ per tensor
     "clip-forloop": OptimizerCensus(bytes_per_param_fp32=12.0, launches_per_tensor=2, fixed_launches=5),
+    # torch.amp.GradScaler with fp16 autocast, each step (torch/amp/grad_scaler.py): unscale_ runs one
+    # _amp_foreach_non_finite_check_and_unscale_ over the fp32 gradients (read + write, a multi-tensor
+    # op); around it scale()'s loss multiply, the inverse scale's double / reciprocal / float, found_inf's
+    # fill and update()'s _amp_update_scale_ on device scalars (step() reads found_inf back: a sync)
+    "amp-unscale": OptimizerCensus(bytes_per_param_fp32=8.0, foreach_depths=(1,), fixed_launches=6),
 }
 """torch.optim step census per implementation."""

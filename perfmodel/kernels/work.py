@@ -610,7 +610,8 @@ def optimizer_work(params: float, tensors: int, dtype: str, *, variant: str = "a
     """One optimizer step over `params` trainable elements in `tensors` tensors, state in `dtype`
     (fp32, or bf16 for a model cast to bf16). Launches on CUDA: for-loop = ops x tensors; foreach
     and fused = per op, the multi_tensor_apply launches its tensor-list depth needs. The `clip-*`
-    variants are the gradient-norm clipping before it (torch.nn.utils.clip_grad_norm_)."""
+    variants are the gradient-norm clipping before it (torch.nn.utils.clip_grad_norm_), `amp-unscale`
+    fp16 autocast's GradScaler unscaling the gradients."""
     _check_dims("optimizer_work", params=params, tensors=tensors)
     if variant not in VARIANTS["optimizer"]:
         raise ValueError(
@@ -622,6 +623,8 @@ def optimizer_work(params: float, tensors: int, dtype: str, *, variant: str = "a
     ideal = float(params) * e * (2 + state + 1 + state)  # read p, g, states; write p, states
     if variant.startswith("clip"):
         ideal = float(params) * e * 3  # the norm needs every gradient before any is scaled: read, read + write
+    elif variant == "amp-unscale":
+        ideal = float(params) * e * 2
     moved = census.bytes_per_param_fp32 * params * e / 4
     if census.launches_per_tensor:
         launches = float(census.launches_per_tensor * tensors)
