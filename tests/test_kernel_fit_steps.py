@@ -53,3 +53,21 @@ def test_the_shipped_fit_scores_what_the_training_data_says_and_a_slower_fit_sco
     assert float(overall[2]) == pytest.approx(expected, abs=0.05)
     assert abs(float(overall[3]) - float(overall[2])) > 0.5
     assert bench.main([str(tmp_path / "missing.json")]) == 2
+
+
+@pytest.mark.slow
+def test_a_sources_rows_print_one_by_one_with_the_kernel_model_over_the_measured_step(capsys) -> None:  # type: ignore[no-untyped-def]
+    """PEFT's 18 runs on an L40S, each with the ratio the training data's y gives it (exp(-y)); a
+    source the table does not have exits 2."""
+    from perfmodel.kernels.efficiency import PARAMS_PATH, load_efficiency
+
+    bench = _bench()
+    table = pd.read_parquet(ROOT / "datasets" / "features.parquet")
+    rows = bench.row_ratios(table, load_efficiency(PARAMS_PATH), "peft_method_comparison")
+    assert len(rows) == 18 and set(rows["gpu"]) == {"L40S"}
+    ln = rows[rows["trainable_fraction"].notna()]  # LN tuning: 175,104 of 3.2 B weights trainable
+    assert len(ln) == 3 and (ln["ratio"] < 1.1).all()  # priced with every weight gradient it was 1.2x
+    assert bench.main(["--source", "peft_method_comparison"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| llama3.2-3b")]
+    assert len(lines) == 18
+    assert bench.main(["--source", "no-such-source"]) == 2
