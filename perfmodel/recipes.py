@@ -169,6 +169,8 @@ class FrameworkRecipe:
     def describe(self) -> str:
         """One line for assumptions: name, title and the parts that matter."""
         parts = [f"attention {self.attention}", f"optimizer {self.optimizer_impl}"]
+        if self.grad_clip:
+            parts.append("gradient clipping")
         if self.fused:
             parts.append("fused " + "/".join(self.fused))
         if self.compile:

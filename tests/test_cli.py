@@ -83,6 +83,8 @@ def test_gpus_and_models_commands():
     assert res.returncode == 0
     assert "llama2-7b" in [m["name"] for m in json.loads(res.stdout)]
     assert run("gpus").returncode == 0 and run("models").returncode == 0
+    listed = run("frameworks").stdout
+    assert "clip" in listed and any(line.startswith("hf-eager") and " yes " in line for line in listed.splitlines())
     res = run("models", "--timm", "--json")
     timm = {m["name"]: m for m in json.loads(res.stdout)}
     assert res.returncode == 0 and timm["timm/efficientnet_b0"]["img_size"] == 224

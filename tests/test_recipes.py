@@ -115,3 +115,16 @@ def test_a_recipes_softmax_mode_is_checked():
     assert get_recipe("dle-ngc").softmax == "native" and get_recipe("hf-eager").softmax == "fp32"
     with pytest.raises(ConfigError, match="softmax must be one of fp32, native"):
         FrameworkRecipe(name="x", softmax="fp16")
+
+
+def test_the_stacks_that_clip_their_gradients_by_default_say_so():
+    """hf-eager (the Trainer's max_grad_norm 1.0), Ludwig (clipglobalnorm 0.5) and Megatron (clip_grad
+    1.0) clip before each step and their recipes cite where; plain PyTorch loops, torchtune and
+    Lightning do not by default. The assumption line that names the recipe says it."""
+    from perfmodel.catalog.frameworks import get_recipe
+
+    for name in ("hf-eager", "ludwig", "megatron", "unsloth", "liger"):
+        recipe = get_recipe(name)
+        assert recipe.grad_clip and "grad_clip" in recipe.sources and "gradient clipping" in recipe.describe()
+    for name in ("torch-eager", "torchtune", "lightning", "other"):
+        assert not get_recipe(name).grad_clip and "gradient clipping" not in get_recipe(name).describe()

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
 
 
 FRAMEWORK_COLUMNS: tuple[tuple[str, str], ...] = tuple(
-    (c, c) for c in ("name", "fused", "attention", "optimizer", "loss", "LoRA on", "what it is")
+    (c, c) for c in ("name", "fused", "attention", "optimizer", "clip", "loss", "LoRA on", "what it is")
 )
 """(key, header) of the `perfmodel frameworks` table."""
 
@@ -60,14 +60,15 @@ def frameworks_command(json_out: bool = typer.Option(False, "--json", help="Mach
         fused = "/".join(r.fused) + (" +compile" if r.compile else "") if (r.fused or r.compile) else "-"
         optimizer = r.optimizer_impl + ("" if r.optimizer_state == "fp32" else f", {r.optimizer_state}")
         lora = {0: "q,v", 2: "q,v", 7: "all linear"}.get(r.lora_targets, f"{r.lora_targets} matrices")
-        rows.append([r.name, fused, r.attention, optimizer, r.loss, lora, r.title])
+        rows.append([r.name, fused, r.attention, optimizer, "yes" if r.grad_clip else "-", r.loss, lora, r.title])
     table = narrowing_table(FRAMEWORK_COLUMNS, rows, (("what it is",),), left=("name", "what it is"), whole=("name",))
     console = _common.stdout_console()
     render_title(
         console,
         f"{len(found)} framework recipes",
-        "fused = kernel kinds run as one fused kernel; LoRA on = the adapted matrices a LoRA config that names "
-        "none gets; an unknown name is costed as `other` (eager PyTorch)",
+        "fused = kernel kinds run as one fused kernel; clip = the gradients' global norm clipped before each "
+        "step; LoRA on = the adapted matrices a LoRA config that names none gets; an unknown name is costed "
+        "as `other` (eager PyTorch)",
     )
     console.print(table)
 
