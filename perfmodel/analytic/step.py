@@ -708,7 +708,7 @@ def _optimizer(
     else:
         variant = "sgd-foreach"
     state = t.precision if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
-    if t.precision == "amp_fp16":  # torch.amp.GradScaler: fp16 autocast's loss scaling, unscaled each step
+    if t.precision == "amp_fp16":  # torch.amp.GradScaler: fp16 autocast's loss scaling (timm's benchmark.py runs without)
         out.append(
             PlannedKernel(
                 label="gradient unscaling (GradScaler)",
