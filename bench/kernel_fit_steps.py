@@ -38,8 +38,9 @@ def step_errors(table: pd.DataFrame, efficiency: Any) -> pd.DataFrame:
     return pd.DataFrame({"source": kept["source"].astype(str).to_numpy(), "ape": np.abs(np.exp(-np.asarray(y)) - 1.0)})
 
 
-ROW_COLUMNS = ("model_name", "gpu", "framework", "precision", "micro_batch_size", "seq_len", "lora_r",
-               "trainable_fraction", "step_time_s")  # fmt: skip
+ROW_COLUMNS = ("model_name", "gpu", "num_gpus", "framework", "torch_compile", "attention_kernel", "precision",
+               "micro_batch_size", "seq_len", "activation_checkpointing", "lora_r", "trainable_fraction",
+               "step_time_s")  # fmt: skip
 """What `--source` shows of each row (feature-table columns)."""
 
 
