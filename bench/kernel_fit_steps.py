@@ -28,14 +28,21 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def step_errors(table: pd.DataFrame, efficiency: Any) -> pd.DataFrame:
-    """One row per trainable row of the feature table: its source and the kernel model's absolute
-    step-time error with `efficiency` (an EfficiencyParams)."""
+def scored_rows(table: pd.DataFrame, efficiency: Any) -> pd.DataFrame:
+    """The trainable rows of the feature table with `ratio`, the kernel-model step over the measured
+    one with `efficiency` (an EfficiencyParams)."""
     from perfmodel.features import rows_to_training_data
 
     _, y, kept, _ = rows_to_training_data(table, efficiency=efficiency)
-    # y = log(measured / kernel-model step): the error of the kernel model alone is |exp(-y) - 1|
-    return pd.DataFrame({"source": kept["source"].astype(str).to_numpy(), "ape": np.abs(np.exp(-np.asarray(y)) - 1.0)})
+    # y = log(measured / kernel-model step)
+    return kept.reset_index(drop=True).assign(ratio=np.exp(-np.asarray(y)))
+
+
+def step_errors(table: pd.DataFrame, efficiency: Any) -> pd.DataFrame:
+    """One row per trainable row of the feature table: its source and the kernel model's absolute
+    step-time error with `efficiency`."""
+    rows = scored_rows(table, efficiency)
+    return pd.DataFrame({"source": rows["source"].astype(str).to_numpy(), "ape": np.abs(rows["ratio"].to_numpy() - 1.0)})
 
 
 ROW_COLUMNS = ("model_name", "gpu", "num_gpus", "framework", "torch_compile", "attention_kernel", "precision",
@@ -46,13 +53,9 @@ ROW_COLUMNS = ("model_name", "gpu", "num_gpus", "framework", "torch_compile", "a
 
 def row_ratios(table: pd.DataFrame, efficiency: Any, source: str) -> pd.DataFrame:
     """The rows of `source`: ROW_COLUMNS and `ratio`, the kernel-model step over the measured one."""
-    from perfmodel.features import rows_to_training_data
-
-    _, y, kept, _ = rows_to_training_data(table, efficiency=efficiency)
-    mine = np.asarray(kept["source"].astype(str) == source)
-    out = kept.loc[mine, [c for c in ROW_COLUMNS if c in kept.columns]].reset_index(drop=True)
-    out["ratio"] = np.exp(-np.asarray(y)[mine])
-    return out
+    rows = scored_rows(table, efficiency)
+    mine = rows[rows["source"].astype(str) == source]
+    return mine[[c for c in ROW_COLUMNS if c in rows.columns] + ["ratio"]].reset_index(drop=True)
 
 
 def summary(errors: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -48,7 +48,7 @@ def count_params(model: ModelSpec, training: TrainingSpec | None = None) -> Para
     """Parameter counts; LoRA and freezing come from `training` when given."""
     if not model.is_transformer:
         total = float(model.params_total or 0)
-        trainable = total * _trainable_fraction(training)
+        trainable = total * trainable_fraction(training)
         return ParamCounts(
             total=total,
             embedding=0.0,
@@ -84,7 +84,7 @@ def count_params(model: ModelSpec, training: TrainingSpec | None = None) -> Para
     if training is not None and training.lora_r:
         trainable = lora
     else:
-        trainable = total * _trainable_fraction(training)
+        trainable = total * trainable_fraction(training)
     return ParamCounts(
         total=total + lora,
         embedding=embedding,
@@ -96,7 +96,9 @@ def count_params(model: ModelSpec, training: TrainingSpec | None = None) -> Para
     )
 
 
-def _trainable_fraction(training: TrainingSpec | None) -> float:
+def trainable_fraction(training: TrainingSpec | None) -> float:
+    """The share of the parameters that get gradients without LoRA: `training.trainable_fraction`, or 1
+    (a partly frozen model's trainable parameters are taken as spread over its weights in proportion)."""
     if training is None or training.trainable_fraction is None:
         return 1.0
     return float(training.trainable_fraction)

@@ -34,7 +34,7 @@ from typing import Any
 from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.activations import ResNetLayout, lora_order, resnet_layout
 from perfmodel.analytic.overhead import trainable_tensors
-from perfmodel.analytic.params import ParamCounts, count_params
+from perfmodel.analytic.params import ParamCounts, count_params, trainable_fraction
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
     SCORES_DROPOUT,
@@ -198,9 +198,8 @@ def _matmul(
                 label=f"{label} recompute", work=matmul_work(tokens, n_out, n_in, dtype), calls=calls
             )
         )
-    if not trainable or weight_share <= 0.0:
-        trainable, weight_share = False, 0.0
-    if input_grad and trainable and weight_share >= 1.0:
+    share = weight_share if trainable else 0.0
+    if input_grad and share >= 1.0:
         out.append(
             PlannedKernel(
                 label=f"{label} backward",
@@ -217,12 +216,12 @@ def _matmul(
                 calls=calls,
             )
         )
-    if trainable:
+    if share > 0.0:
         out.append(
             PlannedKernel(
                 label=f"{label} backward (weight gradient)",
                 work=matmul_work(tokens, n_out, n_in, dtype, phase="backward", variant="gemm-wgrad"),
-                calls=calls * weight_share,
+                calls=calls * share,
             )
         )
 
@@ -289,7 +288,7 @@ def _transformer_layers(
     lora = bool(t.lora_r)
     frozen_all = t.trainable_fraction == 0 and not lora
     trainable = not lora and not frozen_all and (t.trainable_fraction is None or t.trainable_fraction > 0)
-    share = _weight_share(w)
+    share = trainable_fraction(t)  # a partly frozen model: that share of each weight gradient
     grads = not frozen_all
     ckpt = bool(t.activation_checkpointing) and grads
     norm_variant = _norm_variant(w, recipe, on_cpu)
@@ -579,7 +578,7 @@ def _outside_layers(
     lora = bool(t.lora_r)
     frozen_all = t.trainable_fraction == 0 and not lora
     trainable = not lora and not frozen_all
-    share = _weight_share(w)
+    share = trainable_fraction(t)  # a partly frozen model: that share of each weight gradient
     grads = not frozen_all
     if vocab:
         out.append(
@@ -668,19 +667,7 @@ def _outside_layers(
     )
 
 
-def _weight_share(w: Workload) -> float:
-    """The share of the weights that get gradients: 1, or a partly frozen model's
-    `training.trainable_fraction` (not LoRA), the trainable parameters taken as spread over the
-    weights in proportion (as `perfmodel.analytic.flops` counts their weight-gradient FLOPs). PEFT's
-    LN tuning trains only the norms' weights (5.5e-5 of Llama-3.2-3B): its linear layers and
-    embedding compute input gradients and almost no weight gradients."""
-    t = w.training
-    if t.lora_r or t.trainable_fraction is None:
-        return 1.0
-    return min(1.0, max(0.0, float(t.trainable_fraction)))
-
-
-def clips_gradients(w: Workload, recipe: FrameworkRecipe) -> bool:
+def _clips_gradients(w: Workload, recipe: FrameworkRecipe) -> bool:
     """Whether the step clips the gradients to a global norm: `training.gradient_clipping`, or the
     recipe's default (`grad_clip`)."""
     said = w.training.gradient_clipping
@@ -717,7 +704,7 @@ def _optimizer(
                 per_step=True,
             )
         )
-    if clips_gradients(w, recipe):  # on the gradients, which are in the parameters' dtype (as `state`)
+    if _clips_gradients(w, recipe):  # on the gradients, which are in the parameters' dtype (as `state`)
         clip = "clip-forloop" if impl == "forloop" else "clip-foreach"
         out.append(
             PlannedKernel(

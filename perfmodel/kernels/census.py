@@ -81,6 +81,9 @@ class OptimizerCensus(NamedTuple):
 
     bytes_per_param_fp32: float
     """HBM bytes per trainable parameter with fp32 state (half of it with bf16 state)."""
+    ideal_bytes_per_param_fp32: float
+    """What the step must move at least, per parameter with fp32 state: each tensor it reads and writes
+    once (AdamW: read weight, gradient and both moments, write weight and moments: 7 x 4 B)."""
     launches_per_tensor: int = 0
     """For-loop implementations: kernels per parameter tensor."""
     foreach_depths: tuple[int, ...] = ()
@@ -91,30 +94,30 @@ class OptimizerCensus(NamedTuple):
 
 OPTIMIZER_CENSUS: dict[str, OptimizerCensus] = {
     # torch.optim.AdamW(foreach=False): per tensor mul_ (decay), lerp_, mul_, addcmul_, sqrt, div, add_, addcdiv_
-    "adamw-forloop": OptimizerCensus(bytes_per_param_fp32=84.0, launches_per_tensor=8),
+    "adamw-forloop": OptimizerCensus(bytes_per_param_fp32=84.0, ideal_bytes_per_param_fp32=28.0, launches_per_tensor=8),
     # torch.optim.AdamW(foreach=True): 8 foreach ops; their tensor-list depths as multi_tensor_apply sees them
-    "adamw-foreach": OptimizerCensus(bytes_per_param_fp32=84.0, foreach_depths=(1, 2, 1, 3, 2, 1, 1, 3)),
+    "adamw-foreach": OptimizerCensus(bytes_per_param_fp32=84.0, ideal_bytes_per_param_fp32=28.0, foreach_depths=(1, 2, 1, 3, 2, 1, 1, 3)),
     # torch.optim.AdamW(fused=True): one _fused_adamw_ (params, grads, exp_avgs, exp_avg_sqs: depth 4);
     # reads 4 tensors and writes 3 (the census counts grads as written too: the schema allows unscaling)
-    "adamw-fused": OptimizerCensus(bytes_per_param_fp32=28.0, foreach_depths=(4,)),
+    "adamw-fused": OptimizerCensus(bytes_per_param_fp32=28.0, ideal_bytes_per_param_fp32=28.0, foreach_depths=(4,)),
     # torch.optim.SGD(foreach=True), no momentum: one _foreach_add_(params, grads)
-    "sgd-foreach": OptimizerCensus(bytes_per_param_fp32=12.0, foreach_depths=(2,)),
+    "sgd-foreach": OptimizerCensus(bytes_per_param_fp32=12.0, ideal_bytes_per_param_fp32=12.0, foreach_depths=(2,)),
     # torch.optim.SGD(momentum=0.9, foreach=True): _foreach_mul_, _foreach_add_ (buffer), _foreach_add_ (params)
-    "sgd-momentum-foreach": OptimizerCensus(bytes_per_param_fp32=32.0, foreach_depths=(1, 2, 2)),
+    "sgd-momentum-foreach": OptimizerCensus(bytes_per_param_fp32=32.0, ideal_bytes_per_param_fp32=20.0, foreach_depths=(1, 2, 2)),
     # torch.optim.SGD(momentum=0.9, foreach=False): per tensor mul_, add_, add_
-    "sgd-momentum-forloop": OptimizerCensus(bytes_per_param_fp32=32.0, launches_per_tensor=3),
+    "sgd-momentum-forloop": OptimizerCensus(bytes_per_param_fp32=32.0, ideal_bytes_per_param_fp32=20.0, launches_per_tensor=3),
     # torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True) (the Trainer's max_grad_norm, Ludwig's
     # clipglobalnorm): _foreach_norm(grads) (a list in, a list of norms out), then _foreach_mul_(grads,
     # clamped coefficient): 3 x 4 B a parameter; between them stack + vector_norm over the per-tensor norms,
     # and on a GPU the coefficient's add, div and clamp on device scalars (torch/nn/utils/clip_grad.py; the
     # CPU census sees 2 of these 5: its 0-dim ops are host scalars)
-    "clip-foreach": OptimizerCensus(bytes_per_param_fp32=12.0, foreach_depths=(2, 1), fixed_launches=5),
+    "clip-foreach": OptimizerCensus(bytes_per_param_fp32=12.0, ideal_bytes_per_param_fp32=12.0, foreach_depths=(2, 1), fixed_launches=5),
     # foreach=False: vector_norm and mul_ per tensor
-    "clip-forloop": OptimizerCensus(bytes_per_param_fp32=12.0, launches_per_tensor=2, fixed_launches=5),
+    "clip-forloop": OptimizerCensus(bytes_per_param_fp32=12.0, ideal_bytes_per_param_fp32=12.0, launches_per_tensor=2, fixed_launches=5),
     # torch.amp.GradScaler with fp16 autocast, each step (torch/amp/grad_scaler.py): unscale_ runs one
     # _amp_foreach_non_finite_check_and_unscale_ over the fp32 gradients (read + write, a multi-tensor
     # op); around it scale()'s loss multiply, the inverse scale's double / reciprocal / float, found_inf's
     # fill and update()'s _amp_update_scale_ on device scalars (step() reads found_inf back: a sync)
-    "amp-unscale": OptimizerCensus(bytes_per_param_fp32=8.0, foreach_depths=(1,), fixed_launches=6),
+    "amp-unscale": OptimizerCensus(bytes_per_param_fp32=8.0, ideal_bytes_per_param_fp32=8.0, foreach_depths=(1,), fixed_launches=6),
 }
 """torch.optim step census per implementation."""

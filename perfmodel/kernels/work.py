@@ -619,12 +619,7 @@ def optimizer_work(params: float, tensors: int, dtype: str, *, variant: str = "a
         )
     e = _e(dtype)
     census = OPTIMIZER_CENSUS[variant]
-    state = 2 if variant.startswith("adam") else (1 if "momentum" in variant else 0)
-    ideal = float(params) * e * (2 + state + 1 + state)  # read p, g, states; write p, states
-    if variant.startswith("clip"):
-        ideal = float(params) * e * 3  # the norm needs every gradient before any is scaled: read, read + write
-    elif variant == "amp-unscale":
-        ideal = float(params) * e * 2
+    ideal = census.ideal_bytes_per_param_fp32 * params * e / 4
     moved = census.bytes_per_param_fp32 * params * e / 4
     if census.launches_per_tensor:
         launches = float(census.launches_per_tensor * tensors)
