@@ -8,6 +8,9 @@
   flash-attention's benchmarks (benchmarks/benchmark_flash_attention.py): forward
   4*b*h*s^2*d / 2 for a causal mask, backward 2.5 x forward, so forward+backward 3.5 x forward.
 - h2d_copy / d2h_copy (CUDA only): pinned host memory <-> device, bytes / time.
+- kernel <kind/variant> <phase>: one eager module of a training step (RMSNorm, LayerNorm, SwiGLU,
+  rotary, cross-entropy, embedding) forward or forward + backward, its bandwidth counted from the
+  work the step plan prices (collectors/kernel_bench.py); the kernel table takes these rows.
 - all_reduce (only with > 1 GPU): torch.distributed all-reduce when the process was launched
   distributed (torchrun); 'bus' bandwidth 2*(n-1)/n * bytes / time as in nccl-tests. Without a
   distributed launch a row with status 'unsupported' says so.
@@ -51,6 +54,8 @@ class MicrobenchPlan:
     """Host<->device copy sizes in MB (CUDA only)."""
     all_reduce_mb: tuple[int, ...] = (256,)
     """All-reduce sizes in MB (only with > 1 GPU)."""
+    kernels: tuple[tuple[str, str, str], ...] = ()
+    """(bench, dtype, shape) of the kernel benchmarks (collectors.kernel_bench.plan_entries)."""
     iters: int = 10
     """Timed samples per benchmark (median recorded)."""
     sample_target_s: float = 0.005
@@ -121,6 +126,7 @@ def plan_items(plan: MicrobenchPlan, device: Device, num_gpus: int) -> list[tupl
     items = [("matmul", d, f"{n}x{n}x{n}") for d in plan.matmul_dtypes for n in plan.matmul_sizes]
     items += [("hbm_copy", "fp32", f"{mb}MB") for mb in plan.copy_mb]
     items += [("attention", d, "x".join(map(str, s))) for d in plan.attention_dtypes for s in plan.attention_shapes]
+    items += list(plan.kernels)
     if device.kind == "cuda":
         items += [(b, "fp32", f"{mb}MB") for mb in plan.host_copy_mb for b in ("h2d_copy", "d2h_copy")]
         if num_gpus > 1:
@@ -172,6 +178,17 @@ def _attention(plan: MicrobenchPlan, device: Device, clock: Clock, dtype: str, s
     return {"median_time_s": t, "achieved_tflops": flops / t / 1e12}
 
 
+def _kernel(plan: MicrobenchPlan, device: Device, clock: Clock, bench: str, dtype: str, shape: str) -> dict[str, float]:
+    # torch: seconds to import, only measuring needs it
+    import torch
+
+    from collectors.kernel_bench import timed_call, work_of
+
+    call = timed_call(bench, shape, getattr(torch, _TORCH_DTYPES[dtype]), device.torch_device)
+    t = _time_call(call, device, clock, plan.iters, plan.sample_target_s)
+    return {"median_time_s": t, "achieved_gb_per_s": work_of(bench, dtype, shape).bytes_moved / t / 1e9}
+
+
 def _host_copy(plan: MicrobenchPlan, device: Device, clock: Clock, bench: str, shape: str) -> dict[str, float]:
     # torch: seconds to import, only measuring needs it
     import torch
@@ -218,7 +235,8 @@ def run_microbench(
             continue
         if deadline is not None and clock() > deadline:
             return
-        if bench in ("matmul", "attention") and not device.supports(dtype):
+        kernel = bench.startswith("kernel ")
+        if (bench in ("matmul", "attention") or kernel) and not device.supports(dtype):
             yield _row(fingerprint, device, bench, dtype, shape, "unsupported")
             continue
         if bench == "all_reduce" and not _distributed():
@@ -230,6 +248,8 @@ def run_microbench(
             body = functools.partial(_hbm_copy, plan, device, clock, dtype, shape)
         elif bench == "attention":
             body = functools.partial(_attention, plan, device, clock, dtype, shape)
+        elif kernel:
+            body = functools.partial(_kernel, plan, device, clock, bench, dtype, shape)
         elif bench in ("h2d_copy", "d2h_copy"):
             body = functools.partial(_host_copy, plan, device, clock, bench, shape)
         else:

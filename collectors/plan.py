@@ -33,6 +33,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from collectors.harness import MICROBENCH_BUDGET_FRACTION, validate_budget_s
+from collectors.kernel_bench import BENCH_PREFIX
+from collectors.kernel_bench import work_of as kernel_work_of
 from collectors.microbench import MicrobenchPlan, plan_items
 from collectors.profiles import build_profile
 from perfmodel.catalog import get_gpu
@@ -306,6 +308,8 @@ def estimate_microbench_s(
             call = 3.5 * 4 * b * h * s * s * d / 2 / (0.4 * gpu.peak_for(dtype) * 1e12)
         elif bench == "hbm_copy":
             call = 2 * int(shape[:-2]) * 1e6 / (0.8 * gpu.hbm_bandwidth_gb_per_s * 1e9)
+        elif bench.startswith(BENCH_PREFIX):  # an eager module: memory-bound, at half the bandwidth
+            call = kernel_work_of(bench, dtype, shape).bytes_moved / (0.5 * gpu.hbm_bandwidth_gb_per_s * 1e9)
         else:  # host copies
             call = int(shape[:-2]) * 1e6 / (HOST_LINK_GB_PER_S * 1e9)
         call = max(call, CALL_FLOOR_S)

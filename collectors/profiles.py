@@ -21,6 +21,7 @@ import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from collectors.kernel_bench import GPU_SIZES, plan_entries
 from collectors.microbench import MicrobenchPlan
 from perfmodel.errors import ConfigError
 from perfmodel.measure.configs import SliceConfig
@@ -224,6 +225,7 @@ def gpu_microbench() -> MicrobenchPlan:
         attention_dtypes=("bf16", "fp16"),
         host_copy_mb=(64, 1024),
         all_reduce_mb=(64, 1024),
+        kernels=plan_entries(GPU_SIZES),
         iters=10,
     )
 

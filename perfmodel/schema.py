@@ -161,7 +161,7 @@ MICROBENCH_COLUMNS: tuple[Column, ...] = (
     _C(name="hardware_id", dtype="string", unit="", meaning="Host fingerprint.", required=True),
     _C(name="gpu", dtype="string", unit="", meaning="Accelerator catalog key or 'cpu'.", required=True),
     _C(name="device_name", dtype="string", unit="", meaning="Device name as the driver reports it."),
-    _C(name="bench", dtype="string", unit="", meaning="matmul | hbm_copy | attention | h2d_copy | d2h_copy | all_reduce.", required=True),
+    _C(name="bench", dtype="string", unit="", meaning="matmul | hbm_copy | attention | h2d_copy | d2h_copy | all_reduce | kernel <kind/variant> <phase> (collectors/kernel_bench.py).", required=True),
     _C(name="dtype", dtype="string", unit="", meaning="fp32 | tf32 | bf16 | fp16."),
     _C(name="shape", dtype="string", unit="", meaning="Problem shape, e.g. '4096x4096x4096'."),
     _C(name="status", dtype="string", unit="", meaning="ok | oom | unsupported | error.", required=True),

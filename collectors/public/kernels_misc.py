@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from collectors.kernel_bench import BENCH_PREFIX
+from collectors.kernel_bench import work_of as kernel_work_of
 from collectors.public.kernel_rows import KernelImport
 from collectors.public.ml_engineering import read_mamf_matmul
 from perfmodel.errors import DataError
@@ -100,15 +102,22 @@ def import_microbench(raw_dir: str | Path) -> KernelImport:
     shards = sorted(Path(raw_dir).glob("microbench__*.parquet"))
     for shard in shards:
         for r in pd.read_parquet(shard).to_dict("records"):
+            kernel = str(r["bench"]).startswith(BENCH_PREFIX)
             if (
                 r["status"] != "ok"
                 or not r["median_time_s"]
-                or r["bench"] not in ("matmul", "hbm_copy", "attention")
+                or (r["bench"] not in ("matmul", "hbm_copy", "attention") and not kernel)
             ):
                 out.skip(f"{r['bench']} {r['status']}")
                 continue
+            if kernel and r["gpu"] == "cpu":
+                # a CPU's eager modules would move the kind factors every accelerator shares
+                out.skip("kernel benchmark on a CPU (the kind factors are fitted on accelerators)")
+                continue
             dtype = str(r["dtype"])
-            if r["bench"] == "matmul":
+            if kernel:
+                work = kernel_work_of(str(r["bench"]), dtype, str(r["shape"]))
+            elif r["bench"] == "matmul":
                 n = int(str(r["shape"]).split("x")[0])
                 work = W.matmul_work(n, n, n, dtype)
             elif r["bench"] == "hbm_copy":
@@ -129,7 +138,8 @@ def import_microbench(raw_dir: str | Path) -> KernelImport:
                 kernel_name_raw=str(r["bench"]),
                 measured_at=str(r["collected_at"]),
                 notes="median of 10 samples after warm-up"
-                + ("; SDPA forward + backward, causal" if r["bench"] == "attention" else ""),
+                + ("; SDPA forward + backward, causal" if r["bench"] == "attention" else "")
+                + ("; eager module timed back to back (collectors/kernel_bench.py)" if kernel else ""),
             )
     return out
 

@@ -179,7 +179,10 @@ The kernel table (datasets/kernels/REPORT.md lists its rows per source, kind and
 - the eager (math) attention on A100 in fp16, forward and forward+backward with dropout, over batch,
   sequence, head size and heads (fxmarty/efficient-attention-benchmark; its SDPA columns ran
   FlashAttention v1 and are not imported),
-- this project's CPU micro-benchmarks (one host: no held-out fold).
+- this project's CPU micro-benchmarks (one host: no held-out fold); on a GPU, `perfmodel collect
+  --profile gpu` also times the eager modules of a step this table has least of (RMSNorm, LayerNorm,
+  SwiGLU, rotary, cross-entropy, embedding; forward and forward + backward, fp32 and bf16:
+  collectors/kernel_bench.py), none measured yet (no GPU lent to this project so far).
 
 Looked for and not imported: Baidu DeepBench (baidu-research/DeepBench results/train/*.xlsx: GEMM,
 convolution and RNN times on P100, V100, T4, 1080 Ti, Titan X/Xp, M40, MI25, Vega FE) is in
