@@ -60,7 +60,7 @@ class KernelBench:
 
 def rms_norm_hf(x: Any, weight: Any, eps: float = RMS_EPS) -> Any:
     """transformers models/llama/modeling_llama.py LlamaRMSNorm.forward."""
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     input_dtype = x.dtype
     hidden = x.to(torch.float32)
@@ -71,7 +71,7 @@ def rms_norm_hf(x: Any, weight: Any, eps: float = RMS_EPS) -> Any:
 
 def rotate_half(x: Any) -> Any:
     """transformers models/llama/modeling_llama.py rotate_half."""
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     x1 = x[..., : x.shape[-1] // 2]
     x2 = x[..., x.shape[-1] // 2 :]
@@ -86,7 +86,7 @@ def apply_rotary_pos_emb_hf(q: Any, k: Any, cos: Any, sin: Any) -> tuple[Any, An
 
 def causal_lm_loss_hf(logits: Any, labels: Any, vocab_size: int, ignore_index: int = -100) -> Any:
     """transformers loss/loss_utils.py ForCausalLMLoss (no num_items_in_batch: reduction 'mean')."""
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # only measuring needs torch
 
     logits = logits.float()
     labels = F.pad(labels, (0, 1), value=ignore_index)
@@ -97,13 +97,13 @@ def causal_lm_loss_hf(logits: Any, labels: Any, vocab_size: int, ignore_index: i
 
 
 def _leaf(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     return torch.randn(*shape, dtype=dtype, device=device).requires_grad_(True)
 
 
 def _build_rms(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable[[], Any], list[Any]]:
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     rows, cols = dims
     x = _leaf((rows, cols), dtype, device)
@@ -112,7 +112,7 @@ def _build_rms(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable
 
 
 def _build_layer(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable[[], Any], list[Any]]:
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     rows, cols = dims
     m = torch.nn.LayerNorm(cols).to(device=device, dtype=dtype)
@@ -121,7 +121,7 @@ def _build_layer(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callab
 
 
 def _build_swiglu(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable[[], Any], list[Any]]:
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # only measuring needs torch
 
     rows, cols = dims
     gate, up = _leaf((rows, cols), dtype, device), _leaf((rows, cols), dtype, device)
@@ -129,7 +129,7 @@ def _build_swiglu(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Calla
 
 
 def _build_rope(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable[[], Any], list[Any]]:
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     tokens, q_heads, kv_heads, head_dim = dims
     q, k = _leaf((1, q_heads, tokens, head_dim), dtype, device), _leaf((1, kv_heads, tokens, head_dim), dtype, device)
@@ -139,7 +139,7 @@ def _build_rope(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callabl
 
 
 def _build_loss(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable[[], Any], list[Any]]:
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     tokens, vocab = dims
     logits = _leaf((1, tokens, vocab), dtype, device)
@@ -148,7 +148,7 @@ def _build_loss(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callabl
 
 
 def _build_embedding(dims: tuple[int, ...], dtype: Any, device: Any) -> tuple[Callable[[], Any], list[Any]]:
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     tokens, vocab, dim = dims
     m = torch.nn.Embedding(vocab, dim).to(device=device, dtype=dtype)
@@ -208,7 +208,7 @@ def work_of(bench: str, dtype: str, shape: str) -> KernelWork:
 def timed_call(bench: str, shape: str, dtype: Any, device: Any) -> Callable[[], Any]:
     """The call one sample of a kernel benchmark repeats: the module's forward, or its forward and
     backward (dense upstream gradients, drawn once)."""
-    import torch
+    import torch  # torch: only measuring needs it (the importer and the planner do not)
 
     spec, phase, dims = parse_bench(bench, shape)
     forward, leaves = spec.build(dims, dtype, device)
