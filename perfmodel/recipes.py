@@ -122,6 +122,14 @@ class FrameworkRecipe:
     grad_clip: bool = False
     """Gradients are clipped to a global norm before each optimizer step (torch.nn.utils.clip_grad_norm_
     or the stack's own): the gradients are read twice and written once more per step."""
+    grad_bucket_copies: bool = True
+    """Data parallelism copies every gradient into a flat communication bucket before reducing it and
+    back after (torch.nn.parallel.DistributedDataParallel with its default gradient_as_bucket_view
+    False: torch/csrc/distributed/c10d/reducer.cpp copy_grad_to_bucket, a mul_out by 1 / world
+    size, and finalize_bucket_dense's copy back; apex's and DeepSpeed's DDP flatten and unflatten
+    the same way): two kernels per trainable tensor each optimizer step. False: the stack
+    accumulates gradients into the communication buffer itself (Megatron-Core's contiguous grad
+    buffer)."""
     activation_offload: bool = False
     """Checkpointed activations are offloaded to host memory (unsloth's gradient checkpointing,
     torchtune enable_activation_offloading)."""

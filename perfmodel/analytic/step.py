@@ -704,6 +704,20 @@ def _optimizer(
                 per_step=True,
             )
         )
+    if par.strategy == "ddp" and par.data_parallel > 1 and recipe.grad_bucket_copies and not on_cpu:
+        # DistributedDataParallel: each gradient into its bucket (scaled by 1 / world) before the
+        # all-reduce and back after it (recipes.FrameworkRecipe.grad_bucket_copies)
+        tensors = _trainable_tensors(w)
+        each = max(1, int(round(params / tensors)))
+        for label, op in (("into the buckets", "scale"), ("back from the buckets", "copy")):
+            out.append(
+                PlannedKernel(
+                    label=f"DDP gradients {label}",
+                    work=elementwise_work(each, state, variant=op, inputs=1, outputs=1),
+                    calls=float(tensors),
+                    per_step=True,
+                )
+            )
     if _clips_gradients(w, recipe):  # on the gradients, which are in the parameters' dtype (as `state`)
         clip = "clip-forloop" if impl == "forloop" else "clip-foreach"
         out.append(
