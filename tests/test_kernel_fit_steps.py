@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,15 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.bench_scripts import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("kernel_fit_steps", ROOT / "bench" / "kernel_fit_steps.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("kernel_fit_steps")
 
 
 def test_the_summary_is_the_median_per_source_and_over_all_rows() -> None:

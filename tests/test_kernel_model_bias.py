@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tests.bench_scripts import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("kernel_model_bias", ROOT / "bench" / "kernel_model_bias.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("kernel_model_bias")
 
 
 def test_rows_fall_in_their_device_and_micro_batch_slices_and_the_ratio_is_the_median() -> None:

@@ -4,7 +4,6 @@ shipped model prints: docs/decide.md's transcripts and the README's first predic
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench_scripts import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("refresh_transcripts", ROOT / "bench" / "refresh_transcripts.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["refresh_transcripts"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("refresh_transcripts")
 
 
 DOC = """# doc
