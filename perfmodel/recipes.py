@@ -15,7 +15,7 @@ record and its checks (it sits at the workload layer: the Workload may carry a c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from perfmodel.errors import ConfigError, quote
@@ -164,6 +164,9 @@ class FrameworkRecipe:
                 raise ConfigError(f"{where}: {attr} must be one of {', '.join(allowed)}, got {quote(value)}")
         if isinstance(self.lora_targets, bool) or not isinstance(self.lora_targets, int) or not 0 <= self.lora_targets <= 64:
             raise ConfigError(f"{where}: lora_targets must be a whole number between 0 and 64, got {quote(self.lora_targets)}")
+        for f in fields(self):
+            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
+                raise ConfigError(f"{where}: {f.name} must be true or false, got {quote(getattr(self, f.name))}")
         for attr in ("host_s_per_micro_batch", "host_s_per_step", "launch_scale"):
             value = getattr(self, attr)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:

@@ -128,3 +128,18 @@ def test_the_stacks_that_clip_their_gradients_by_default_say_so():
         assert recipe.grad_clip and "grad_clip" in recipe.sources and "gradient clipping" in recipe.describe()
     for name in ("torch-eager", "torchtune", "lightning", "other"):
         assert not get_recipe(name).grad_clip and "gradient clipping" not in get_recipe(name).describe()
+
+
+def test_only_megatron_stacks_reduce_gradients_without_copying_them_into_buckets():
+    """torch DDP (and apex's, DeepSpeed's) copy each gradient into a bucket and back; Megatron-Core
+    accumulates into its contiguous grad buffers, and its recipes cite where."""
+    off = {name for name, r in recipes().items() if not r.grad_bucket_copies}
+    assert off == {"megatron", "nemo"}
+    assert all("grad_bucket_copies" in get_recipe(name).sources for name in off)
+
+
+@pytest.mark.parametrize("key", ["grad_bucket_copies", "grad_clip", "compile"])
+def test_a_yes_no_recipe_key_takes_true_or_false_only(key):
+    text = BASE + f"framework:\n  name: mine\n  base: hf-eager\n  {key}: maybe\n"
+    with pytest.raises(ConfigError, match=f"{key} must be true or false, got 'maybe'"):
+        load_config_text(text)
