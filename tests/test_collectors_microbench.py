@@ -9,6 +9,7 @@ from collectors.microbench import MicrobenchPlan, plan_items, run_microbench
 from perfmodel.measure.device import CpuDevice
 from perfmodel.measure.fingerprint import GpuInfo, collect_fingerprint
 from perfmodel.schema import MICROBENCH_COLUMNS, conform
+from tests.fake_devices import FakeGpu
 
 PLAN = MicrobenchPlan(matmul_sizes=(64,), matmul_dtypes=("fp32", "bf16", "fp16"), copy_mb=(1,),
                       attention_shapes=((1, 2, 64, 16),), attention_dtypes=("fp32",), iters=3, sample_target_s=0.001)
@@ -35,17 +36,6 @@ def test_skip_and_deadline():
     rows = list(run_microbench(PLAN, device=CpuDevice(), fingerprint=fp, skip=skip))
     assert ("matmul", "fp32") not in {(r["bench"], r["dtype"]) for r in rows}
     assert list(run_microbench(PLAN, device=CpuDevice(), fingerprint=fp, clock=lambda: 10.0, deadline=5.0)) == []
-
-
-class FakeGpu:
-    kind = "cuda"
-    torch_device = "cpu"
-    autocast_device_type = "cpu"
-    total_memory_gb = 141.0
-
-    def synchronize(self): pass
-    def release(self): pass
-    def supports(self, dtype): return True
 
 
 def test_all_reduce_without_a_distributed_launch_is_reported_unsupported():

@@ -25,6 +25,7 @@ from perfmodel.kernels import work as W
 from perfmodel.measure.device import CpuDevice
 from perfmodel.measure.fingerprint import GpuInfo, collect_fingerprint
 from perfmodel.schema import MICROBENCH_COLUMNS, conform
+from tests.fake_devices import FakeGpu
 
 torch = pytest.importorskip("torch")
 
@@ -36,19 +37,6 @@ TINY = {
     "loss/cross_entropy": ((16, 300),),
     "embedding/lookup": ((16, 300, 32),),
 }
-
-
-class FakeGpu:
-    """A CUDA device as the collectors see it, running on the CPU."""
-
-    kind = "cuda"
-    torch_device = "cpu"
-    autocast_device_type = "cpu"
-    total_memory_gb = 141.0
-
-    def synchronize(self) -> None: ...
-    def release(self) -> None: ...
-    def supports(self, dtype: str) -> bool: return dtype in ("fp32", "bf16")  # noqa: E704
 
 
 def _rows(device, gpus, sizes=TINY):
