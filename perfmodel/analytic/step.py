@@ -695,47 +695,24 @@ def _optimizer(
     else:
         variant = "sgd-foreach"
     state = t.precision if t.precision in ("bf16", "fp16") and not t.lora_r else "fp32"
+    params, tensors = max(1.0, params), _trainable_tensors(w)
+
+    def once_a_step(label: str, work: KernelWork, calls: float = 1.0) -> None:
+        out.append(PlannedKernel(label=label, work=work, calls=calls, per_step=True))
+
     if t.precision == "amp_fp16":  # torch.amp.GradScaler: fp16 autocast's loss scaling (timm's benchmark.py runs without)
-        out.append(
-            PlannedKernel(
-                label="gradient unscaling (GradScaler)",
-                work=optimizer_work(max(1.0, params), _trainable_tensors(w), "fp32", variant="amp-unscale"),
-                calls=1.0,
-                per_step=True,
-            )
-        )
+        once_a_step("gradient unscaling (GradScaler)", optimizer_work(params, tensors, "fp32", variant="amp-unscale"))
     if par.strategy == "ddp" and par.data_parallel > 1 and recipe.grad_bucket_copies and not on_cpu:
         # DistributedDataParallel: each gradient into its bucket (scaled by 1 / world) before the
         # all-reduce and back after it (recipes.FrameworkRecipe.grad_bucket_copies)
-        tensors = _trainable_tensors(w)
         each = max(1, int(round(params / tensors)))
         for label, op in (("into the buckets", "scale"), ("back from the buckets", "copy")):
-            out.append(
-                PlannedKernel(
-                    label=f"DDP gradients {label}",
-                    work=elementwise_work(each, state, variant=op, inputs=1, outputs=1),
-                    calls=float(tensors),
-                    per_step=True,
-                )
-            )
+            work = elementwise_work(each, state, variant=op, inputs=1, outputs=1)
+            once_a_step(f"DDP gradients {label}", work, calls=float(tensors))
     if _clips_gradients(w, recipe):  # on the gradients, which are in the parameters' dtype (as `state`)
         clip = "clip-forloop" if impl == "forloop" else "clip-foreach"
-        out.append(
-            PlannedKernel(
-                label="gradient clipping (global norm)",
-                work=optimizer_work(max(1.0, params), _trainable_tensors(w), state, variant=clip),
-                calls=1.0,
-                per_step=True,
-            )
-        )
-    out.append(
-        PlannedKernel(
-            label=f"optimizer step ({variant})",
-            work=optimizer_work(max(1.0, params), _trainable_tensors(w), state, variant=variant),
-            calls=1.0,
-            per_step=True,
-        )
-    )
+        once_a_step("gradient clipping (global norm)", optimizer_work(params, tensors, state, variant=clip))
+    once_a_step(f"optimizer step ({variant})", optimizer_work(params, tensors, state, variant=variant))
 
 
 def layout_transposed(w: Workload) -> bool:
