@@ -190,13 +190,10 @@ def parse_bench(bench: str, shape: str) -> tuple[KernelBench, str, tuple[int, ..
     if not bench.startswith(BENCH_PREFIX) or len(parts) != 2 or parts[0] not in BENCHES or parts[1] not in PHASES:
         raise ValueError(f"not a kernel benchmark: {bench!r}")
     spec = BENCHES[parts[0]]
-    try:
-        dims = tuple(int(x) for x in shape.split("x"))
-    except ValueError:
-        raise ValueError(f"{bench}: shape {shape!r} is not {'x'.join(d.upper() for d in spec.dims)}") from None
-    if len(dims) != len(spec.dims) or min(dims) < 1:
+    fields = shape.split("x")
+    if len(fields) != len(spec.dims) or not all(f.isdigit() and int(f) > 0 for f in fields):
         raise ValueError(f"{bench}: shape {shape!r} is not {'x'.join(d.upper() for d in spec.dims)}")
-    return spec, parts[1], dims
+    return spec, parts[1], tuple(int(f) for f in fields)
 
 
 def work_of(bench: str, dtype: str, shape: str) -> KernelWork:

@@ -33,7 +33,7 @@ from typing import Any
 
 from perfmodel.analytic import conventions as cv
 from perfmodel.analytic.activations import ResNetLayout, lora_order, resnet_layout
-from perfmodel.analytic.overhead import trainable_tensors
+from perfmodel.analytic.overhead import framework_floor_per_micro_batch_s, trainable_tensors
 from perfmodel.analytic.params import ParamCounts, count_params, trainable_fraction
 from perfmodel.catalog.frameworks import recipe_of
 from perfmodel.kernels.work import (
@@ -1287,9 +1287,7 @@ def price_step(w: Workload, plan: StepPlan, params: object = None, times: list[A
         l2_saved += kt.l2_saved_s * k.calls * scale
     per_launch = host_seconds_per_launch(w)
     recipe = plan.recipe
-    framework_floor = recipe.host_s_per_micro_batch or (
-        cv.LUDWIG_PER_BATCH_FLOOR_S if w.framework == "ludwig" else 0.0
-    )
+    framework_floor = recipe.host_s_per_micro_batch or framework_floor_per_micro_batch_s(w)
     return StepTime(
         device_micro_s=dev[False],
         device_step_s=dev[True],
