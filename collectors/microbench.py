@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import perfmodel
+from collectors.kernel_bench import BENCH_PREFIX, timed_call, work_of
 from perfmodel.measure.device import Device, fp32_matmul_mode, is_oom
 from perfmodel.measure.fingerprint import Fingerprint
 
@@ -182,8 +183,6 @@ def _kernel(plan: MicrobenchPlan, device: Device, clock: Clock, bench: str, dtyp
     # torch: seconds to import, only measuring needs it
     import torch
 
-    from collectors.kernel_bench import timed_call, work_of
-
     call = timed_call(bench, shape, getattr(torch, _TORCH_DTYPES[dtype]), device.torch_device)
     t = _time_call(call, device, clock, plan.iters, plan.sample_target_s)
     return {"median_time_s": t, "achieved_gb_per_s": work_of(bench, dtype, shape).bytes_moved / t / 1e9}
@@ -235,7 +234,7 @@ def run_microbench(
             continue
         if deadline is not None and clock() > deadline:
             return
-        kernel = bench.startswith("kernel ")
+        kernel = bench.startswith(BENCH_PREFIX)
         if (bench in ("matmul", "attention") or kernel) and not device.supports(dtype):
             yield _row(fingerprint, device, bench, dtype, shape, "unsupported")
             continue
