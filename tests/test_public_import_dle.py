@@ -12,7 +12,13 @@ import pandas as pd
 import pytest
 
 from collectors.public import IMPORTERS, default_public_dir
-from collectors.public.dle import CNN_DIMS, import_nvidia_deeplearningexamples_readme_train, pair_cell
+from collectors.public.dle import (
+    BINNED_PHASE2,
+    BINNED_PHASE2_PATHS,
+    CNN_DIMS,
+    import_nvidia_deeplearningexamples_readme_train,
+    pair_cell,
+)
 from perfmodel.schema import COLUMN_NAMES, fill_run_defaults
 
 CSV = default_public_dir() / "nvidia_deeplearningexamples_readme_train.csv"
@@ -94,8 +100,12 @@ def test_skip_reasons(result) -> None:
     # BERT multi-node tables print "126" for the TF32 micro-batch (126 x 64 != 8192) in PyTorch and
     # PaddlePaddle (6 rows each) and "16 and 18" accumulation (256 x 18 != 2048) in one PyTorch row
     assert skipped["batch x accumulation steps != accumulated batch in the table (e.g. '126' for 128)"] == 13
-    # CSV lines 312/313: PyTorch BERT-large phase 2 "FP32" on one / eight V100 32G, 19 and 149.6 sequences/s
-    assert skipped[IMPLAUSIBLE] == 2
+    # PyTorch's and PaddlePaddle's phase 2 (sequence length 512) runs binned by length (LDDL, bin size
+    # 64: each README's changelog): PyTorch's DGX A100 80GB (16 rows) and DGX-1 V100 32G tables (4:
+    # among them "FP32" 19 sequences/s on one V100, CSV line 312, and 149.6 on eight, which at 512
+    # tokens a sequence would be faster than the fp32 peak), PaddlePaddle's DGX A100 80GB (16)
+    assert skipped[BINNED_PHASE2] == 36
+    assert skipped.get(IMPLAUSIBLE, 0) == 0  # the guard stays; what it caught was binned
     assert skipped["ELECTRA pre-training (generator and discriminator trained together)"] == 28
     assert skipped["quantization-aware training (QAT) row"] == 2
     assert skipped["ASP (2:4 structured sparsity) column"] == 2
@@ -163,10 +173,15 @@ def test_hand_checked_rows(result) -> None:
     # pre-training scripts the model for NVFuser (run_pretraining.py torch.jit.script): torch_compile
     assert pretraining["torch_compile"].eq(True).all() and squad["torch_compile"].isna().all()
     assert bert["attention_kernel"].eq("eager").all()
-    # CSV line 312 (19 sequences/s in fp32 on one V100) is skipped as faster than the fp32 peak
-    bert_v100 = kept_from(rows, "PyTorch/LanguageModeling/BERT/README.md")
-    phase2 = bert_v100[bert_v100["citation"].str.contains("| 1 | 2048 and 2048 |", regex=False)]
-    assert phase2["precision"].tolist() == ["amp_fp16"]  # line 313, 75 sequences/s, is kept
+    # binned phase 2 is skipped (CSV lines 312/313: one V100 32G at 512, 19 sequences/s in fp32, 75 in
+    # fp16); phase 1 (128) and TensorFlow's unbinned phase 2 are kept
+    for readme in BINNED_PHASE2_PATHS:
+        kept = kept_from(rows, readme)
+        assert set(kept[kept["notes"].str.contains("pre-training")]["seq_len"]) == {128}
+    phase2 = bert[bert["citation"].str.contains("| 1 | 2048 and 2048 |", regex=False)]
+    assert phase2.empty
+    tf_bert = kept_from(rows, "TensorFlow/LanguageModeling/BERT/README.md")
+    assert (tf_bert["seq_len"] == 512).sum() > 0
     # DGX-2 (16 GPUs in one node): NCF at 16 GPUs is one node
     ncf16 = kept_from(rows, "PyTorch/Recommendation/NCF/README.md").query("num_gpus == 16")
     assert len(ncf16) == 2 and ncf16["num_nodes"].eq(1).all() and ncf16["gpu"].eq("V100-32GB").all()
