@@ -209,3 +209,52 @@ def test_the_embedding_harness_writes_a_random_gradient_and_accumulates_the_tabl
     assert frame.loc["forward", "bytes_moved"] == W.embedding_work(4096, 32768, 768, "fp32").bytes_moved
     assert frame.loc["full", "bytes_moved"] == own.bytes_moved + 4096 * 768 * 4 + 3 * 32768 * 768 * 4
     assert frame.loc["full", "launches"] == own.launches + 2
+
+
+XLA_HEADER = '''constexpr char kDefaultMatmulPTable[] = R"pb(
+  entries {
+    key: "sm_90"
+    value {
+      entries {
+        b: 2
+        m: 512
+        n: 1024
+        k: 256
+        flops { key: "BF16xBF16->BF16" value: 100000000000000 }
+        flops { key: "F32xF32->F32" value: 50000000000000 }
+        flops { key: "F8E4M3FNxF8E4M3FN->BF16" value: 150000000000000 }
+      }
+    }
+  }
+  entries {
+    key: "sm_120"
+    value {
+      entries {
+        b: 1
+        m: 256
+        n: 256
+        k: 256
+        flops { key: "BF16xBF16->BF16" value: 10000000000000 }
+      }
+    }
+  }
+)pb";
+'''
+
+
+def test_xlas_gemm_table_becomes_h100_rows_with_f32_as_tf32(tmp_path: Path) -> None:
+    from collectors.public.kernels_xla import import_xla_matmul
+
+    header = tmp_path / "matmul_interpolator_data.h"
+    header.write_text(XLA_HEADER)
+    result = import_xla_matmul(header)
+    rows = {r["dtype"]: r for r in result.rows}
+    assert set(rows) == {"bf16", "tf32"} and {r["gpu"] for r in result.rows} == {"H100-SXM"}
+    bf16 = rows["bf16"]
+    assert (bf16["kernel_kind"], bf16["variant"], bf16["phase"], bf16["shape"]) == ("matmul", "bmm", "forward", "512x1024x256x2")
+    assert bf16["time_s"] == pytest.approx(2 * 2 * 512 * 1024 * 256 / 1e14)
+    assert rows["tf32"]["time_s"] == pytest.approx(2 * bf16["time_s"])  # half the FLOP/s
+    assert result.skipped == {
+        "operand types F8E4M3FNxF8E4M3FN->BF16: not a dtype the kernel model prices": 1,
+        "compute capability sm_120: no catalog accelerator named for it": 1,
+    }

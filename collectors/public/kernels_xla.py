@@ -1,0 +1,97 @@
+"""XLA's measured GEMM table: openxla/xla xla/service/gpu/model/matmul_interpolator_data.h.
+
+XLA's GPU cost model interpolates matmul times from a table its authors measured with
+`//xla/tools:matmul_perf_table_gen` (a text proto in a C++ header: per compute capability, entries
+of batch b, m, n, k and the FLOP/s reached per operand types). The version read here ships in the
+tensorflow 2.20.0 wheel on PyPI (tensorflow/include/tensorflow/compiler/xla/service/gpu/model/
+matmul_interpolator_data.h, `pip download tensorflow==2.20.0 --no-deps`), the same bytes as
+tensorflow/tensorflow@9bebee8e third_party/xla/xla/service/gpu/model/ (rows cite that): one
+accelerator, sm_90, 375 shapes (b 1-4; m, n, k 256-4096) in two dtypes:
+
+- "BF16xBF16->BF16": bf16 tensor-core GEMMs;
+- "F32xF32->F32": f32 operands, which XLA runs on TF32 tensor cores by default (its default
+  precision config): the table reaches 404 TFLOP/s at 4096^3, six times an H100's 67 TFLOP/s fp32
+  SIMT peak and 0.82 of its 494.5 TFLOP/s TF32 peak. Imported as tf32.
+
+sm_90 is any Hopper; 404 TFLOP/s of TF32 is more than an H100 PCIe's 378 TFLOP/s peak, so the
+table comes from an SXM-class part (H100 SXM, H200 and GH200 share its clocks and compute peaks):
+imported as H100-SXM, the catalog's H100 at those peaks. A row is one call of
+C[b, m, n] = A[b, m, k] @ B[b, k, n] in the forward phase (batch 1: a GEMM, else a batched one), its
+time 2 b m n k / FLOP/s. The tool's timing protocol is not stated in the header.
+
+A reference, not part of the kernel table: XLA autotunes each GEMM (cuBLAS, cuBLASLt or Triton), and
+the kernel model fitted on eager PyTorch's calls prices its smaller GEMMs at 2-3x the time XLA
+measured (bench/xla_gemm_check.py). Fitted with the table (`perfmodel kernels evaluate`, each
+accelerator held out), it moved the shared GEMM shape terms and made the other sources worse: matmul
+14.4% -> 15.9%, the H100's GEMMs 10% -> 26%, the A100's eager attention 16.7% -> 29.9%. What it
+gives the model is one ratio, `perfmodel.kernels.efficiency.TF32_SHARE_OF_16BIT`: tf32's share of
+its peak against bf16's on the same shapes, which the autotuner's choice moves little.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from collectors.public.kernel_rows import KernelImport
+from perfmodel.errors import DataError
+from perfmodel.kernels import work as W
+
+SOURCE = "xla_matmul_interpolator_sm90"
+HEADER = "xla/service/gpu/model/matmul_interpolator_data.h"
+CITATION = f"tensorflow/tensorflow@9bebee8e429eea3a9a0cfcbd989f1aa6a470c15d:third_party/{HEADER}"
+"""The header as vendored in tensorflow's repository: the same 79,035 bytes as the wheel's copy."""
+DTYPES = {"BF16xBF16->BF16": "bf16", "F32xF32->F32": "tf32"}
+"""The table's operand types -> the dtype a row is priced in (f32 runs as TF32: module docstring)."""
+ACCELERATORS = {"sm_90": "H100-SXM"}
+"""Compute capability -> catalog accelerator (module docstring)."""
+
+_BLOCK = re.compile(r'key:\s*"(sm_\d+)"')
+_ENTRY = re.compile(r"b:\s*(\d+)\s+m:\s*(\d+)\s+n:\s*(\d+)\s+k:\s*(\d+)((?:\s*flops\s*\{[^}]*\})+)")
+_FLOPS = re.compile(r'key:\s*"([^"]+)"\s*value:\s*(\d+)')
+
+
+def read_matmul_table(text: str) -> list[dict[str, Any]]:
+    """Every (compute capability, b, m, n, k, operand types, FLOP/s) of the header's table."""
+    marks = list(_BLOCK.finditer(text))
+    if not marks:
+        raise DataError(f"{HEADER}: no 'key: \"sm_..\"' block in the text")
+    out = []
+    for i, mark in enumerate(marks):
+        block = text[mark.end() : marks[i + 1].start() if i + 1 < len(marks) else len(text)]
+        for e in _ENTRY.finditer(block):
+            b, m, n, k = (int(v) for v in e.groups()[:4])
+            for types, value in _FLOPS.findall(e.group(5)):
+                out.append({"sm": mark.group(1), "b": b, "m": m, "n": n, "k": k, "types": types, "flops_per_s": float(value)})
+    if not out:
+        raise DataError(f"{HEADER}: no b/m/n/k entries with flops in the table")
+    return out
+
+
+def import_xla_matmul(header: str | Path) -> KernelImport:
+    """The kernel rows of XLA's GEMM table (module docstring) from a copy of the header."""
+    out = KernelImport(SOURCE)
+    for r in read_matmul_table(Path(header).read_text()):
+        gpu, dtype = ACCELERATORS.get(r["sm"]), DTYPES.get(r["types"])
+        if gpu is None:
+            out.skip(f"compute capability {r['sm']}: no catalog accelerator named for it")
+            continue
+        if dtype is None:
+            out.skip(f"operand types {r['types']}: not a dtype the kernel model prices")
+            continue
+        work = W.matmul_work(r["m"], r["n"], r["k"], dtype, batch=r["b"])
+        out.add(
+            work,
+            gpu=gpu,
+            time_s=2.0 * r["b"] * r["m"] * r["n"] * r["k"] / r["flops_per_s"],
+            citation=CITATION,
+            identity={k: r[k] for k in ("sm", "b", "m", "n", "k", "types")},
+            gpu_name_raw=r["sm"],
+            provider_raw="XLA matmul_perf_table_gen",
+            kernel_name_raw=r["types"],
+            notes=f"{r['flops_per_s'] / 1e12:.1f} TFLOP/s as tabled; f32 operands run as TF32 (XLA's default precision)"
+            if dtype == "tf32"
+            else f"{r['flops_per_s'] / 1e12:.1f} TFLOP/s as tabled",
+        )
+    return out
