@@ -1,7 +1,7 @@
-"""XLA's measured H100 GEMMs against the kernel model: the tf32 / bf16 ratio the model takes from
-them (`perfmodel.kernels.efficiency.TF32_SHARE_OF_16BIT`) and how near the shipped kernel model
-comes to each GEMM, by dtype and size. A reference check: the table is not in the kernel fit
-(collectors/public/kernels_xla.py says why and where the header is).
+"""XLA's measured H100 GEMMs against the kernel model: tf32's share of its peak against bf16's on
+the same shapes, and how near the shipped kernel model comes to each GEMM, by dtype and size. A
+reference check: the table is not in the kernel fit (collectors/public/kernels_xla.py says why and
+where the header is).
 
     pip download tensorflow==2.20.0 --no-deps -d /tmp/tf && unzip -o /tmp/tf/tensorflow-2.20.0-*.whl \\
         'tensorflow/include/tensorflow/compiler/xla/service/gpu/model/matmul_interpolator_data.h' -d /tmp/tf
@@ -68,13 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("header", type=Path, help="a copy of xla/service/gpu/model/matmul_interpolator_data.h")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from perfmodel.kernels.efficiency import TF32_SHARE_OF_16BIT
-
     wide = gemm_frame(args.header)
     ratio = tf32_share_ratio(wide)
     p10, p50, p90 = np.percentile(ratio, [10, 50, 90])
     print(f"{len(wide)} GEMMs on sm_90; tf32 share / bf16 share over the {len(ratio)} of 2^33 FLOP or more: "
-          f"p10 {p10:.2f}, median {p50:.2f}, p90 {p90:.2f} (the model takes {TF32_SHARE_OF_16BIT})")  # fmt: skip
+          f"p10 {p10:.2f}, median {p50:.2f}, p90 {p90:.2f}")  # fmt: skip
     table = model_ratios(wide).groupby(["dtype", "flop_band"], observed=True)["ratio"].agg(["size", "median"])
     print("\nshipped kernel model, predicted / measured FLOP/s (median):\n")
     print("| dtype | FLOP | GEMMs | predicted / measured |\n|---|---|---:|---:|")

@@ -434,51 +434,6 @@ def test_an_fp32_gemm_runs_at_the_flops_an_sm_can_feed_and_a_tensor_gemm_does_no
     assert kernel_time(bf16, a100, capped).seconds == kernel_time(bf16, a100, uncapped).seconds
 
 
-# XLA's measured GEMM table for sm_90 (an SXM-class H100: tensorflow/tensorflow@9bebee8e
-# third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h, also in the tensorflow 2.20.0
-# wheel): (batch, m, n, k) -> FLOP/s of "BF16xBF16->BF16" and "F32xF32->F32" (TF32 on tensor cores:
-# above the 67 TFLOP/s fp32 SIMT peak)
-XLA_SM90_GEMMS = {
-    (1, 4096, 4096, 4096): (786048187408492, 403834320513611),
-    (1, 2048, 2048, 2048): (630870636897767, 335754166353971),
-    (2, 4096, 2048, 4096): (782183080677472, 318630309224909),
-    (2, 4096, 4096, 2048): (763142732054015, 326242118577000),
-    (4, 2048, 2048, 2048): (729568081535586, 324957804040251),
-    (2, 4096, 1024, 4096): (751393858642407, 298240906603708),
-}
-
-
-def test_tf32_runs_at_the_measured_16_bit_share_of_peak_times_xlas_ratio() -> None:
-    from perfmodel.kernels.efficiency import TF32_SHARE_OF_16BIT
-
-    h100 = get_gpu("H100-SXM")  # MAMF: 794.5 TFLOP/s bf16 of 989; no tf32 ceiling measured
-    assert "matmul_tf32_tflops" not in h100.measured
-    # the table's own ratio on these six: tf32's share of 494.5 over bf16's share of 989
-    ratios = [(t / 494.5e12) / (b / 989e12) for b, t in XLA_SM90_GEMMS.values()]
-    assert 0.75 < min(ratios) and max(ratios) < 1.1 and abs(float(np.median(ratios)) - TF32_SHARE_OF_16BIT) < 0.05
-    # predicted over measured FLOP/s, tf32 over the same over bf16 on each shape: the model's tf32
-    # GEMM is about as near XLA's as its bf16 GEMM is (0.87-1.20, median 1.08); the spec function's
-    # 0.94 of peak, used before, made it 1.22-1.63 (median 1.46): tf32 priced far faster than bf16
-    relative = []
-    for (b, m, n, k), (bf16_flops, tf32_flops) in XLA_SM90_GEMMS.items():
-        tf32, bf16 = W.matmul_work(m, n, k, "tf32", batch=b), W.matmul_work(m, n, k, "bf16", batch=b)
-        r_tf32 = tf32.flops / kernel_time(tf32, h100).seconds / tf32_flops
-        r_bf16 = bf16.flops / kernel_time(bf16, h100).seconds / bf16_flops
-        relative.append(r_tf32 / r_bf16)
-    assert 0.8 < min(relative) and max(relative) < 1.25 and abs(float(np.median(relative)) - 1) < 0.1
-    # an accelerator with no measured ceiling: tf32 at the spec function's 16-bit efficiency (74.8 and
-    # 149.7 TFLOP/s on an A40) times the same ratio, on a GEMM big enough to be compute-bound
-    a40 = get_gpu("A40")
-    assert not a40.measured
-    tf32, bf16 = W.matmul_work(8192, 8192, 8192, "tf32"), W.matmul_work(8192, 8192, 8192, "bf16")
-    share = {w.dtype: w.flops / kernel_time(w, a40).seconds / (a40.peak_for(w.dtype) * 1e12) for w in (tf32, bf16)}
-    assert share["tf32"] / share["bf16"] == pytest.approx(TF32_SHARE_OF_16BIT, rel=0.01)
-    # a GeForce card's tf32 runs at its fp32 rate (RTX 3090: 35.6 TFLOP/s both): an fp32 GEMM, no stand-in
-    rtx = get_gpu("RTX-3090")
-    fp32 = W.matmul_work(8192, 8192, 8192, "fp32")
-    assert kernel_time(tf32, rtx).seconds == pytest.approx(kernel_time(fp32, rtx).seconds, rel=1e-9)
-
-
 def test_tensor_core_gemms_have_their_own_power_slope() -> None:
     l4 = get_gpu("L4")  # 72 W: log(72 W / 121 TFLOP/s) bf16, log(72 W / 30.3 TFLOP/s) fp32
     base = {"eta_c.nvidia": 1.0, "eta_c.power_slope": 0.0, "eta_c.tdp_slope": 0.0, "k0.simt": 1e-9,

@@ -24,8 +24,10 @@ the kernel model fitted on eager PyTorch's calls prices its smaller GEMMs at 2-3
 measured (bench/xla_gemm_check.py). Fitted with the table (`perfmodel kernels evaluate`, each
 accelerator held out), it moved the shared GEMM shape terms and made the other sources worse: matmul
 14.4% -> 15.9%, the H100's GEMMs 10% -> 26%, the A100's eager attention 16.7% -> 29.9%. What it
-gives the model is one ratio, `perfmodel.kernels.efficiency.TF32_SHARE_OF_16BIT`: tf32's share of
-its peak against bf16's on the same shapes, which the autotuner's choice moves little.
+says about tf32 (its share of its peak is a median 0.85 of bf16's on the same big shapes, where the
+kernel model prices tf32 at 0.94 of peak on an H100, beside 0.78 for bf16) was tried as a kernel
+term and not kept: the kernel model alone got better on the fp32 / tf32 training rows, the learned
+model worse held out (README, "Accuracy", model 29).
 """
 
 from __future__ import annotations

@@ -247,37 +247,11 @@ def _peak(gpu: GPUSpec, dtype: str) -> float:
     return peak
 
 
-TF32_SHARE_OF_16BIT = 0.85
-"""A tf32 GEMM's share of the tf32 peak over a 16-bit GEMM's share of the 16-bit peak, same shape
-and accelerator: the median over the 160 GEMMs of 2^33 FLOP or more in XLA's measured table for
-sm_90 (an SXM-class H100: "F32xF32->F32", which XLA runs on TF32 tensor cores, beside
-"BF16xBF16->BF16"; 0.63-1.02 from the 10th to the 90th percentile; `python bench/xla_gemm_check.py
-HEADER` recomputes it, collectors/public/kernels_xla.py says where the header is)."""
-MEASURED_STAND_INS = {"fp16": (("bf16", 1.0),), "bf16": (("fp16", 1.0),),
-                      "tf32": (("bf16", TF32_SHARE_OF_16BIT), ("fp16", TF32_SHARE_OF_16BIT))}  # fmt: skip
-"""Dtype -> (another tensor-core dtype, factor): where the accelerator has no measured matmul
-ceiling of its own for the dtype, the other's measured share of its peak times the factor stands
-in. fp16 and bf16 share one peak. tf32 (on tensor cores only: a GeForce card's runs at its fp32
-rate) had taken the spec function's efficiency, fitted on 16-bit and fp32 kernels only and
-evaluated at tf32's doubled watts per TFLOP/s (0.94 of peak on an H100, where XLA's table measures
-0.22-0.82 on GEMMs of 2^33 FLOP or more, 0.82 at 4096^3); on an accelerator without a measured
-ceiling it now takes the 16-bit spec efficiency times the same factor (`build_design`)."""
-
-
-def _tf32_stand_in(gpu: GPUSpec) -> str | None:
-    """The 16-bit tensor-core dtype whose efficiency tf32's stands in for on `gpu` (None: none)."""
-    return next((d for d in ("bf16", "fp16") if gpu.supports(d) and gpu.tensor_cores(d)), None)
-
-
 def _measured_eta(gpu: GPUSpec, dtype: str) -> float | None:
-    """The accelerator's measured matmul ceiling as a share of `dtype`'s peak (capped at 0.99): its
-    own, or a `MEASURED_STAND_INS` dtype's share of its own peak times the stand-in factor; None
-    without either."""
-    stand_ins = MEASURED_STAND_INS.get(dtype, ()) if dtype != "tf32" or gpu.tensor_cores(dtype) else ()
-    for key, factor in ((dtype, 1.0), *stand_ins):
+    for key in (dtype, {"fp16": "bf16", "bf16": "fp16"}.get(dtype, dtype)):
         value = gpu.measured.get(f"matmul_{key}_tflops")
-        if value and gpu.supports(key):
-            return min(0.99, factor * float(value) * 1e12 / _peak(gpu, key))
+        if value:
+            return min(0.99, float(value) * 1e12 / _peak(gpu, dtype))
     return None
 
 
@@ -318,7 +292,6 @@ class Design:
     has_tdp: np.ndarray
     peak: np.ndarray
     eta_measured: np.ndarray  # nan where the accelerator has no measured ceiling for the dtype
-    eta_scale: np.ndarray  # the spec function's efficiency times this (tf32: TF32_SHARE_OF_16BIT; else 1)
     tensor: np.ndarray
     gemm: np.ndarray  # 1.0 for GEMM-like kinds
     launches: np.ndarray
@@ -410,7 +383,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
     n = len(pairs)
     cols: dict[str, np.ndarray] = {
         name: np.zeros(n)
-        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "peak_per_sm", "has_tdp", "peak", "eta_measured", "eta_scale", "tensor", "gemm",
+        for name in ("vendor", "bw", "sm", "log_w_per_tflop", "log_tdp", "peak_per_sm", "has_tdp", "peak", "eta_measured", "tensor", "gemm",
                      "launches", "flops", "bytes", "bytes_moved", "gemm_bytes", "l2", "floor", "floor_hbm")
     }  # fmt: skip
     parts = {name: np.zeros((n, MAX_PARTS)) for name in ("pm", "pn", "pk", "pb", "pflops")}
@@ -429,13 +402,7 @@ def build_design(pairs: list[tuple[KernelWork, GPUSpec]]) -> Design:
         cols["vendor"][i] = VENDORS.index(f.vendor)
         cols["bw"][i], cols["sm"][i], cols["peak"][i] = f.bw, f.sm, peak
         cols["has_tdp"][i] = 1.0 if f.tdp_w > 0 else 0.0
-        # tf32 on tensor cores without a measured ceiling: the 16-bit spec efficiency (at the 16-bit
-        # peak's W per TFLOP/s, where the fit's tensor-core kernels were measured) times
-        # TF32_SHARE_OF_16BIT (a GeForce card's tf32, at its fp32 rate, stays a SIMT GEMM)
-        stand_in = _tf32_stand_in(gpu) if w.dtype == "tf32" and measured is None and gpu.tensor_cores("tf32") else None
-        scale_peak = _peak(gpu, stand_in) if stand_in else peak
-        cols["eta_scale"][i] = TF32_SHARE_OF_16BIT if stand_in else 1.0
-        cols["log_w_per_tflop"][i] = math.log(f.tdp_w / (scale_peak / 1e12)) if f.tdp_w > 0 else 0.0
+        cols["log_w_per_tflop"][i] = math.log(f.tdp_w / (peak / 1e12)) if f.tdp_w > 0 else 0.0
         cols["log_tdp"][i] = math.log(f.tdp_w / 300.0) if f.tdp_w > 0 else 0.0
         if gpu.sm_count > 0 and f.vendor != "cpu":  # a CPU core is not an SM: no feed cap
             cols["peak_per_sm"][i] = peak / gpu.sm_count
@@ -541,7 +508,7 @@ def predict_design(d: Design, v: dict[str, float]) -> np.ndarray:
     # fp32 lanes its datasheet counts (the doubled fp32 lanes of Ampere GA10x, Ada, Hopper)
     r_c = v.get("r_c_flop_per_s_per_sm")
     feed = 1.0 if r_c is None else 1.0 / (1.0 + d.peak_per_sm[g] * (1.0 - d.tensor[g]) / r_c)
-    eta = np.where(np.isnan(measured), d.eta_scale[g] * feed / (1.0 + np.exp(-logit)), measured)
+    eta = np.where(np.isnan(measured), feed / (1.0 + np.exp(-logit)), measured)
     a = np.exp(d.table_of("a.", "kind_variant", v)[g] + d.table_of("a.", "phase_key", v)[g])
     k0 = np.where(d.tensor[g] > 0, _get(v, "k0.tensor"), _get(v, "k0.simt"))
     has = d.pm[g] > 0
