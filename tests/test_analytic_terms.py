@@ -256,6 +256,18 @@ def test_matmul_ceiling_is_the_mamf_where_measured_else_the_datasheet(gpu, preci
     assert (est.peak_tflops, est.peak_source) == (pytest.approx(tflops), source)
 
 
+@pytest.mark.parametrize(
+    ("gpu", "precision", "noted"),
+    [("A100-80GB", "tf32", True), ("H100-SXM", "tf32", True), ("A100-80GB", "bf16", False),
+     ("A100-80GB", "fp32", False), ("RTX-3090", "tf32", False)],  # a GeForce card's tf32 runs at its fp32 rate
+)  # fmt: skip
+def test_a_tf32_step_on_tensor_cores_says_its_matmuls_are_extrapolated(gpu: str, precision: str, noted: bool) -> None:
+    from perfmodel.analytic.roofline import TF32_NOTE
+
+    est = estimate(_workload(_tiny_llama(), {"seq_len": 128, "micro_batch_size": 2, "precision": precision}, gpu=gpu))
+    assert (TF32_NOTE in est.notes) is noted
+
+
 def test_mamf_sets_the_step_while_the_floor_keeps_the_datasheet_peak():
     """A 2-layer encoder (d = 4096, f = 16384, no LM head), seq 2048 x micro-batch 8, bf16 on an
     H100 SXM. PaLM appendix B: FLOPs per token = 6 N + 12 L d s with N = L (4 d^2 + 2 d f) matmul

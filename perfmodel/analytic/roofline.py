@@ -127,6 +127,14 @@ def batch_shape(w: Workload) -> str:
     return shape
 
 
+TF32_NOTE = (
+    "tf32 matmuls are extrapolated: the kernel model has no tf32 kernel timings and prices a big tf32 "
+    "GEMM near 0.94 of peak on an H100, where XLA's measured H100 GEMMs of 2^36 FLOP or more reach 0.54-0.82 "
+    "(bench/xla_gemm_check.py); the learned part corrects it only near tf32 runs it was trained on"
+)
+"""The note of a step whose matmuls run in tf32 on tensor cores (README, "Accuracy", model 29)."""
+
+
 def estimate_neural(
     w: Workload, efficiency: Any = None, *, plan: StepPlan | None = None, priced: StepTime | None = None
 ) -> AnalyticEstimate:
@@ -184,6 +192,8 @@ def estimate_neural(
     }
     bottleneck = max(terms, key=lambda k: terms[k])
     notes: list[str] = []
+    if t.compute_dtype == "tf32" and w.gpu.tensor_cores("tf32"):
+        notes.append(TF32_NOTE)
     if par.strategy == "fsdp" and accum > 1 and par.shard_group > 1:
         notes.append(
             "fsdp with gradient accumulation is modelled as full sharding that re-gathers parameters "
