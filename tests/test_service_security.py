@@ -482,13 +482,12 @@ def hostile_requests() -> list[dict]:
     return cases
 
 
-@pytest.mark.slow
-def test_fifty_hostile_requests_leave_the_server_healthy_and_quick(real_server):
-    """The issue's audit: 50 hostile requests in a loop against a real server; each is a 4xx, and
-    /healthz answers after every one. Latency is recorded with the load average (a shared host)."""
+def _hostile_loop(server: tuple[str, int]) -> list[float]:
+    """The issue's audit: 50 hostile requests in a loop against a real server; each is a 4xx, /healthz
+    answers after every one and the server still predicts after them. Returns /healthz's ms, sorted."""
     import httpx
 
-    host, port = real_server
+    host, port = server
     cases = hostile_requests()
     health_ms = []
     with httpx.Client(base_url=f"http://{host}:{port}", timeout=30) as c:
@@ -501,7 +500,20 @@ def test_fifty_hostile_requests_leave_the_server_healthy_and_quick(real_server):
             assert c.get("/healthz").status_code == 200
             health_ms.append((time.perf_counter() - started) * 1000)
         assert c.post("/v1/predict", json={"config": EXAMPLE}).status_code == 200  # still serving
-    health_ms.sort()
+    return sorted(health_ms)
+
+
+@pytest.mark.slow
+def test_fifty_hostile_requests_leave_the_server_healthy(real_server):
+    assert len(_hostile_loop(real_server)) == 50
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_healthz_stays_quick_after_each_hostile_request(real_server, quiet_host):
+    """The same loop, timed on a quiet host (CI runs timing tests one at a time after the others: a
+    /healthz behind another worker's model fit once took 1.04 s at load 2.6)."""
+    health_ms = _hostile_loop(real_server)
     median = health_ms[len(health_ms) // 2]
     print(f"/healthz after each hostile request: median {median:.1f} ms, max {health_ms[-1]:.1f} ms, load {os.getloadavg()}")
     assert median < 100, health_ms
@@ -521,7 +533,8 @@ SERVICE_REFUSALS = [
     ("`text/plain`, form bodies, no content type (no CORS preflight)", "415", "test_bodies_a_page_may_send_without_a_preflight_are_refused"),
     ("a JSON body nested hundreds of levels deep", "400", "test_a_body_nested_hundreds_of_levels_deep_is_a_400"),
     ("a body trickled at 1 byte/s", "408 at the body deadline; others served", "test_a_body_trickled_at_one_byte_a_second_is_cut_off_and_others_are_served"),
-    ("50 hostile requests against a real server", "each a 4xx; /healthz median < 100 ms", "test_fifty_hostile_requests_leave_the_server_healthy_and_quick"),
+    ("50 hostile requests against a real server", "each a 4xx; /healthz answers after each", "test_fifty_hostile_requests_leave_the_server_healthy"),
+    ("/healthz after each of them, timed on a quiet host", "median < 100 ms, max < 1 s", "test_healthz_stays_quick_after_each_hostile_request"),
 ]  # fmt: skip
 """(request, answer, test) rows of the README table besides the spellings of SET_SPELLINGS and CONFIG_SPELLINGS."""
 SERVICE_TABLE_BEGIN = "<!-- service-refusals-table: tests/test_service_security.py -->"
