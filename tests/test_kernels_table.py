@@ -11,6 +11,7 @@ import pytest
 
 from collectors.public.kernels_liger import import_liger_kernel_benchmarks
 from perfmodel.catalog import resolve_gpu_key
+from perfmodel.errors import DataError
 from perfmodel.kernels.table import load_kernel_table, work_of_row
 from perfmodel.schema import KERNEL_COLUMN_NAMES
 
@@ -242,19 +243,17 @@ XLA_HEADER = '''constexpr char kDefaultMatmulPTable[] = R"pb(
 '''
 
 
-def test_xlas_gemm_table_becomes_h100_rows_with_f32_as_tf32(tmp_path: Path) -> None:
-    from collectors.public.kernels_xla import import_xla_matmul
+def test_xlas_gemm_table_is_read_per_compute_capability_and_operand_types() -> None:
+    from collectors.public.kernels_xla import DTYPES, read_matmul_table
 
-    header = tmp_path / "matmul_interpolator_data.h"
-    header.write_text(XLA_HEADER)
-    result = import_xla_matmul(header)
-    rows = {r["dtype"]: r for r in result.rows}
-    assert set(rows) == {"bf16", "tf32"} and {r["gpu"] for r in result.rows} == {"H100-SXM"}
-    bf16 = rows["bf16"]
-    assert (bf16["kernel_kind"], bf16["variant"], bf16["phase"], bf16["shape"]) == ("matmul", "bmm", "forward", "512x1024x256x2")
-    assert bf16["time_s"] == pytest.approx(2 * 2 * 512 * 1024 * 256 / 1e14)
-    assert rows["tf32"]["time_s"] == pytest.approx(2 * bf16["time_s"])  # half the FLOP/s
-    assert result.skipped == {
-        "operand types F8E4M3FNxF8E4M3FN->BF16: not a dtype the kernel model prices": 1,
-        "compute capability sm_120: no catalog accelerator named for it": 1,
-    }
+    rows = read_matmul_table(XLA_HEADER)
+    assert [(r["sm"], r["b"], r["m"], r["n"], r["k"], r["types"]) for r in rows] == [
+        ("sm_90", 2, 512, 1024, 256, "BF16xBF16->BF16"),
+        ("sm_90", 2, 512, 1024, 256, "F32xF32->F32"),
+        ("sm_90", 2, 512, 1024, 256, "F8E4M3FNxF8E4M3FN->BF16"),
+        ("sm_120", 1, 256, 256, 256, "BF16xBF16->BF16"),
+    ]
+    assert [r["flops_per_s"] for r in rows[:2]] == [1e14, 5e13]
+    assert {DTYPES.get(r["types"]) for r in rows} == {"bf16", "tf32", None}  # f32 operands run as TF32
+    with pytest.raises(DataError):
+        read_matmul_table("no table here")

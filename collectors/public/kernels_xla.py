@@ -5,17 +5,17 @@ XLA's GPU cost model interpolates matmul times from a table its authors measured
 of batch b, m, n, k and the FLOP/s reached per operand types). The version read here ships in the
 tensorflow 2.20.0 wheel on PyPI (tensorflow/include/tensorflow/compiler/xla/service/gpu/model/
 matmul_interpolator_data.h, `pip download tensorflow==2.20.0 --no-deps`), the same bytes as
-tensorflow/tensorflow@9bebee8e third_party/xla/xla/service/gpu/model/ (rows cite that): one
+tensorflow/tensorflow@9bebee8e third_party/xla/xla/service/gpu/model/: one
 accelerator, sm_90, 375 shapes (b 1-4; m, n, k 256-4096) in two dtypes:
 
 - "BF16xBF16->BF16": bf16 tensor-core GEMMs;
 - "F32xF32->F32": f32 operands, which XLA runs on TF32 tensor cores by default (its default
   precision config): the table reaches 404 TFLOP/s at 4096^3, six times an H100's 67 TFLOP/s fp32
-  SIMT peak and 0.82 of its 494.5 TFLOP/s TF32 peak. Imported as tf32.
+  SIMT peak and 0.82 of its 494.5 TFLOP/s TF32 peak. Read as tf32 (`DTYPES`).
 
 sm_90 is any Hopper; 404 TFLOP/s of TF32 is more than an H100 PCIe's 378 TFLOP/s peak, so the
 table comes from an SXM-class part (H100 SXM, H200 and GH200 share its clocks and compute peaks):
-imported as H100-SXM, the catalog's H100 at those peaks. A row is one call of
+read as H100-SXM, the catalog's H100 at those peaks (bench/xla_gemm_check.py). A row is one call of
 C[b, m, n] = A[b, m, k] @ B[b, k, n] in the forward phase (batch 1: a GEMM, else a batched one), its
 time 2 b m n k / FLOP/s. The tool's timing protocol is not stated in the header.
 
@@ -33,21 +33,13 @@ model worse held out (README, "Accuracy", model 29).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-from collectors.public.kernel_rows import KernelImport
 from perfmodel.errors import DataError
-from perfmodel.kernels import work as W
 
-SOURCE = "xla_matmul_interpolator_sm90"
 HEADER = "xla/service/gpu/model/matmul_interpolator_data.h"
-CITATION = f"tensorflow/tensorflow@9bebee8e429eea3a9a0cfcbd989f1aa6a470c15d:third_party/{HEADER}"
-"""The header as vendored in tensorflow's repository: the same 79,035 bytes as the wheel's copy."""
 DTYPES = {"BF16xBF16->BF16": "bf16", "F32xF32->F32": "tf32"}
 """The table's operand types -> the dtype a row is priced in (f32 runs as TF32: module docstring)."""
-ACCELERATORS = {"sm_90": "H100-SXM"}
-"""Compute capability -> catalog accelerator (module docstring)."""
 
 _BLOCK = re.compile(r'key:\s*"(sm_\d+)"')
 _ENTRY = re.compile(r"b:\s*(\d+)\s+m:\s*(\d+)\s+n:\s*(\d+)\s+k:\s*(\d+)((?:\s*flops\s*\{[^}]*\})+)")
@@ -68,32 +60,4 @@ def read_matmul_table(text: str) -> list[dict[str, Any]]:
                 out.append({"sm": mark.group(1), "b": b, "m": m, "n": n, "k": k, "types": types, "flops_per_s": float(value)})
     if not out:
         raise DataError(f"{HEADER}: no b/m/n/k entries with flops in the table")
-    return out
-
-
-def import_xla_matmul(header: str | Path) -> KernelImport:
-    """The kernel rows of XLA's GEMM table (module docstring) from a copy of the header."""
-    out = KernelImport(SOURCE)
-    for r in read_matmul_table(Path(header).read_text()):
-        gpu, dtype = ACCELERATORS.get(r["sm"]), DTYPES.get(r["types"])
-        if gpu is None:
-            out.skip(f"compute capability {r['sm']}: no catalog accelerator named for it")
-            continue
-        if dtype is None:
-            out.skip(f"operand types {r['types']}: not a dtype the kernel model prices")
-            continue
-        work = W.matmul_work(r["m"], r["n"], r["k"], dtype, batch=r["b"])
-        out.add(
-            work,
-            gpu=gpu,
-            time_s=2.0 * r["b"] * r["m"] * r["n"] * r["k"] / r["flops_per_s"],
-            citation=CITATION,
-            identity={k: r[k] for k in ("sm", "b", "m", "n", "k", "types")},
-            gpu_name_raw=r["sm"],
-            provider_raw="XLA matmul_perf_table_gen",
-            kernel_name_raw=r["types"],
-            notes=f"{r['flops_per_s'] / 1e12:.1f} TFLOP/s as tabled; f32 operands run as TF32 (XLA's default precision)"
-            if dtype == "tf32"
-            else f"{r['flops_per_s'] / 1e12:.1f} TFLOP/s as tabled",
-        )
     return out
