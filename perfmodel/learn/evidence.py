@@ -43,6 +43,7 @@ the shipped metadata stays small. Pure Python over rows; numpy only to count man
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,18 +87,37 @@ def _eager(row: Mapping[str, Any]) -> bool:
     transformer's (its norms, activations, rotary, loss over the vocabulary): a CNN's or an MLP's plan
     runs its batch norms, activations and adds op by op whatever the recipe (perfmodel.analytic.step
     `_cnn`, `_resnet`), so for those only compile makes the stack other than eager."""
-    fused = _num(row, "recipe_fused_kinds") if str(row.get("arch")) in TRANSFORMER_ARCHS else 0.0
-    return fused == 0 and _num(row, "torch_compile") == 0
+    return _classes(row)[3]
+
+
+def _classes(row: Mapping[str, Any]) -> tuple[str, str, bool, bool]:
+    """(evidence key, base key, eager transformer on an accelerator, eager) of one feature row.
+    Training classifies the same few stacks hundreds of thousands of times, so the classes are
+    memoised on the raw values they read (a NaN is a new float each time: it only misses)."""
+    return _classify(
+        row.get("vendor"), row.get("num_gpus", 1.0), row.get("num_nodes", 1.0),
+        row.get("recipe_fused_kinds", 0.0), row.get("torch_compile", 0.0), row.get("arch"),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(vendor: Any, gpus: Any, nodes: Any, fused: Any, compiled: Any, arch: Any) -> tuple[str, str, bool, bool]:
+    row = {"num_gpus": gpus, "num_nodes": nodes, "recipe_fused_kinds": fused, "torch_compile": compiled}
+    arch = str(arch)
+    transformer = arch in TRANSFORMER_ARCHS
+    eager = (_num(row, "recipe_fused_kinds") if transformer else 0.0) == 0 and _num(row, "torch_compile") == 0
+    n_gpus, n_nodes = _num(row, "num_gpus", 1.0), _num(row, "num_nodes", 1.0)
+    scale = "1 device" if n_gpus <= 1 else ("1 node" if n_nodes <= 1 else "multi-node")
+    kind = "transformer" if transformer else ("cnn" if arch == "cnn" else "other")
+    stack = "eager" if eager else "fused"
+    key = "|".join((str(vendor), scale, stack, kind))
+    base = f"{'cpu' if str(vendor) == 'cpu' else 'accelerator'}|{stack}"
+    return key, base, eager and transformer and str(vendor) != "cpu", eager
 
 
 def evidence_key(row: Mapping[str, Any]) -> str:
     """The exact-match part of a feature row: vendor | scale | stack | model kind."""
-    gpus, nodes = _num(row, "num_gpus", 1.0), _num(row, "num_nodes", 1.0)
-    scale = "1 device" if gpus <= 1 else ("1 node" if nodes <= 1 else "multi-node")
-    eager = _eager(row)
-    arch = str(row.get("arch"))
-    kind = "transformer" if arch in TRANSFORMER_ARCHS else ("cnn" if arch == "cnn" else "other")
-    return "|".join((str(row.get("vendor")), scale, "eager" if eager else "fused", kind))
+    return _classes(row)[0]
 
 
 def _specs(row: Mapping[str, Any]) -> tuple[float, float]:
@@ -108,14 +128,12 @@ def is_eager_transformer(row: Mapping[str, Any]) -> bool:
     """A transformer (planned kernel by kernel) on an eager stack (no fused kernels, no compile) on an
     accelerator (a CPU's overhead is set by this project's CPU slices of every kind, not by an
     approximate plan)."""
-    return _eager(row) and str(row.get("arch")) in TRANSFORMER_ARCHS and str(row.get("vendor")) != "cpu"
+    return _classes(row)[2]
 
 
 def base_key(row: Mapping[str, Any]) -> str:
     """Device class | kind of stack of a feature row (the step overhead's cell)."""
-    device = "cpu" if str(row.get("vendor")) == "cpu" else "accelerator"
-    eager = _eager(row)
-    return f"{device}|{'eager' if eager else 'fused'}"
+    return _classes(row)[1]
 
 
 def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
