@@ -13,7 +13,8 @@ buffer is its input and its output alike, so only all-reduces are compared).
 
 For each group size and a few buffer sizes: XLA's time, the time `perfmodel.analytic.comm` gives
 the same all-reduce on one node of H100-SXM (a reduce-scatter and an all-gather over the datasheet
-NVLink bandwidth, 450 GB/s each way) and their ratio. Under a second.
+NVLink bandwidth, 450 GB/s each way) and their ratio; then, per group size, the latency and bus
+bandwidth of a latency + bandwidth fit to XLA's times. Under a second.
 """
 
 from __future__ import annotations
@@ -74,6 +75,27 @@ def compare(table: pd.DataFrame) -> pd.DataFrame:
     return ar.assign(ratio=ar["model_s"] / ar["xla_s"]).sort_values(["group", "bytes"]).reset_index(drop=True)
 
 
+def alpha_beta(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per group size, XLA's all-reduces fitted as t = alpha + bytes x 2 (n-1)/n / busbw (least
+    squares in log time over every buffer size): the per-call latency and the bus bandwidth a
+    latency + bandwidth communication model would take, and the largest relative miss of that fit."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    out = []
+    for group, g in rows.groupby("group"):
+        x, t = g["bytes"].to_numpy(dtype=float), g["xla_s"].to_numpy(dtype=float)
+        wire = 2.0 * (group - 1) / group
+        fit = least_squares(
+            lambda p, x=x, t=t, wire=wire: np.log(p[0] + x * wire / p[1]) - np.log(t), [2e-5, 2e11],
+            bounds=([0.0, 1e9], [1.0, 1e13]), x_scale=[1e-5, 1e11],
+        )  # fmt: skip
+        alpha, busbw = fit.x
+        out.append({"group": int(group), "alpha_s": alpha, "busbw_bytes_per_s": busbw,
+                    "max_miss": float(np.max(np.abs(np.expm1(fit.fun))))})  # fmt: skip
+    return pd.DataFrame(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("header", type=Path, help="a copy of xla/service/gpu/model/collective_interpolator_data.h")
@@ -89,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     big = rows[rows["bytes"] >= 2**24]
     print(f"\nmodel / XLA over the all-reduces of 16 MiB or more: median {big['ratio'].median():.2f} "
           f"({big['ratio'].min():.2f}-{big['ratio'].max():.2f})")  # fmt: skip
+    print("\nlatency + bandwidth fit of XLA's all-reduces (t = alpha + bytes x 2 (n-1)/n / busbw, log least squares):\n")
+    print("| group | alpha | bus bandwidth | largest miss |\n|---:|---:|---:|---:|")
+    for _, r in alpha_beta(rows).iterrows():
+        print(f"| {r['group']:.0f} | {r['alpha_s'] * 1e6:.1f} us | {r['busbw_bytes_per_s'] / 1e9:.0f} GB/s | {r['max_miss']:.0%} |")
     return 0
 
 

@@ -30,3 +30,16 @@ def test_only_all_reduces_are_compared_and_the_model_is_the_datasheet_ring() -> 
     # datasheet NVLink 4 bandwidth, 450 GB/s each way (catalog H100-SXM.yaml)
     assert r["model_s"] == pytest.approx(2 * 7 / 8 * 2**30 / 450e9)
     assert r["ratio"] == pytest.approx(r["model_s"] / r["xla_s"])
+
+
+def test_the_latency_bandwidth_fit_recovers_a_table_made_from_one() -> None:
+    check = load_bench("xla_collective_check")
+    alpha, busbw = 30e-6, 300e9  # 8 ranks: 2 x 7/8 of the buffer crosses each GPU's links
+    text = "".join(
+        _entry("all-reduce", n, 8, round(4 * n / (alpha + 4 * n * 2 * 7 / 8 / busbw))) for n in (2**10, 2**16, 2**22, 2**28)
+    )
+    fit = check.alpha_beta(check.compare(check.read_collectives(text)))
+    assert list(fit["group"]) == [8]
+    assert fit["alpha_s"].iloc[0] == pytest.approx(alpha, rel=1e-3)
+    assert fit["busbw_bytes_per_s"].iloc[0] == pytest.approx(busbw, rel=1e-3)
+    assert fit["max_miss"].iloc[0] < 1e-3
