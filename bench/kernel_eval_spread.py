@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,8 @@ def medians_by_kind(rows: pd.DataFrame) -> pd.Series:
 
 
 def spread(
-    table: pd.DataFrame, *, perturbations: int, every: int, gpus: list[str] | None = None, progress: object = None
+    table: pd.DataFrame, *, perturbations: int, every: int, gpus: list[str] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
     """Per kind: rows, the unperturbed median error and the min / max over the perturbations
     (`gpus`: the held-out accelerators, default every one but the CPU)."""
@@ -52,7 +54,7 @@ def spread(
         smaller = perturbed(table, every, 7 + 13 * p)
         fitted = {g: fitting.fit_efficiency(smaller, exclude_gpus=(g,)) for g in gpus}
         runs.append(medians_by_kind(held_out_predictions(table, gpus=gpus, fitted=fitted)))
-        if callable(progress):
+        if progress is not None:
             progress(p + 1)
     by_run = pd.concat(runs, axis=1)
     return pd.DataFrame(

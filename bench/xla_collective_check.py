@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,6 @@ def alpha_beta(rows: pd.DataFrame) -> pd.DataFrame:
     """Per group size, XLA's all-reduces fitted as t = alpha + bytes x 2 (n-1)/n / busbw (least
     squares in log time over every buffer size): the per-call latency and the bus bandwidth a
     latency + bandwidth communication model would take, and the largest relative miss of that fit."""
-    import numpy as np
     from scipy.optimize import least_squares
 
     out = []

@@ -47,7 +47,7 @@ import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 SHRINK_RUNS = 10.0
 """Measured runs near a query at which its residual is trusted half (s = 0.5). Fixed before any
@@ -73,8 +73,8 @@ def evidence_rows(X: Any) -> list[dict[str, Any]]:
     return frame_records(X, [c for c in EVIDENCE_COLUMNS if c in X.columns])
 
 
-def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:
-    value = row.get(name, default)
+def _float(value: Any, default: float) -> float:
+    """`value` as a float; `default` when it is missing, not a number or NaN."""
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -82,42 +82,55 @@ def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:
     return default if math.isnan(value) else value
 
 
-def _eager(row: Mapping[str, Any]) -> bool:
-    """No fused kernels, no compile: the stack PyTorch runs op by op. A recipe's fused kinds are a
-    transformer's (its norms, activations, rotary, loss over the vocabulary): a CNN's or an MLP's plan
-    runs its batch norms, activations and adds op by op whatever the recipe (perfmodel.analytic.step
-    `_cnn`, `_resnet`), so for those only compile makes the stack other than eager."""
-    return _classes(row)[3]
+def _num(row: Mapping[str, Any], name: str, default: float = 0.0) -> float:
+    return _float(row.get(name, default), default)
 
 
-def _classes(row: Mapping[str, Any]) -> tuple[str, str, bool, bool]:
-    """(evidence key, base key, eager transformer on an accelerator, eager) of one feature row.
-    Training classifies the same few stacks hundreds of thousands of times, so the classes are
-    memoised on the raw values they read (a NaN is a new float each time: it only misses)."""
+class _Classes(NamedTuple):
+    """What a feature row's stack is, for the evidence cells and the step overhead."""
+
+    key: str
+    """vendor | scale | stack | model kind (`evidence_key`)."""
+    base: str
+    """device class | stack (`base_key`)."""
+    eager_transformer: bool
+    """`is_eager_transformer`."""
+
+
+def _classes(row: Mapping[str, Any]) -> _Classes:
+    """The classes of one feature row. Training classifies the same few stacks hundreds of thousands
+    of times, so they are memoised on the raw values they read (a NaN is a new float each time: it
+    only misses)."""
     return _classify(
-        row.get("vendor"), row.get("num_gpus", 1.0), row.get("num_nodes", 1.0),
-        row.get("recipe_fused_kinds", 0.0), row.get("torch_compile", 0.0), row.get("arch"),
+        row.get("vendor"), row.get("num_gpus"), row.get("num_nodes"), row.get("recipe_fused_kinds"),
+        row.get("torch_compile"), row.get("arch"),
     )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4096)
-def _classify(vendor: Any, gpus: Any, nodes: Any, fused: Any, compiled: Any, arch: Any) -> tuple[str, str, bool, bool]:
-    row = {"num_gpus": gpus, "num_nodes": nodes, "recipe_fused_kinds": fused, "torch_compile": compiled}
-    arch = str(arch)
+def _classify(vendor: Any, gpus: Any, nodes: Any, fused: Any, compiled: Any, arch: Any) -> _Classes:
+    """Eager = no fused kernels, no compile: the stack PyTorch runs op by op. A recipe's fused kinds
+    are a transformer's (its norms, activations, rotary, loss over the vocabulary): a CNN's or an
+    MLP's plan runs its batch norms, activations and adds op by op whatever the recipe
+    (perfmodel.analytic.step `_cnn`, `_resnet`), so for those only compile makes the stack other than
+    eager."""
+    arch, vendor = str(arch), str(vendor)
     transformer = arch in TRANSFORMER_ARCHS
-    eager = (_num(row, "recipe_fused_kinds") if transformer else 0.0) == 0 and _num(row, "torch_compile") == 0
-    n_gpus, n_nodes = _num(row, "num_gpus", 1.0), _num(row, "num_nodes", 1.0)
+    eager = (_float(fused, 0.0) if transformer else 0.0) == 0 and _float(compiled, 0.0) == 0
+    n_gpus, n_nodes = _float(gpus, 1.0), _float(nodes, 1.0)
     scale = "1 device" if n_gpus <= 1 else ("1 node" if n_nodes <= 1 else "multi-node")
     kind = "transformer" if transformer else ("cnn" if arch == "cnn" else "other")
     stack = "eager" if eager else "fused"
-    key = "|".join((str(vendor), scale, stack, kind))
-    base = f"{'cpu' if str(vendor) == 'cpu' else 'accelerator'}|{stack}"
-    return key, base, eager and transformer and str(vendor) != "cpu", eager
+    return _Classes(
+        key="|".join((vendor, scale, stack, kind)),
+        base=f"{'cpu' if vendor == 'cpu' else 'accelerator'}|{stack}",
+        eager_transformer=eager and transformer and vendor != "cpu",
+    )
 
 
 def evidence_key(row: Mapping[str, Any]) -> str:
     """The exact-match part of a feature row: vendor | scale | stack | model kind."""
-    return _classes(row)[0]
+    return _classes(row).key
 
 
 def _specs(row: Mapping[str, Any]) -> tuple[float, float]:
@@ -128,12 +141,12 @@ def is_eager_transformer(row: Mapping[str, Any]) -> bool:
     """A transformer (planned kernel by kernel) on an eager stack (no fused kernels, no compile) on an
     accelerator (a CPU's overhead is set by this project's CPU slices of every kind, not by an
     approximate plan)."""
-    return _classes(row)[2]
+    return _classes(row).eager_transformer
 
 
 def base_key(row: Mapping[str, Any]) -> str:
     """Device class | kind of stack of a feature row (the step overhead's cell)."""
-    return _classes(row)[1]
+    return _classes(row).base
 
 
 def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
