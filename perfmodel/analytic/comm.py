@@ -4,7 +4,6 @@ and the time they take (hierarchical collectives: intra-node fabric, then the ne
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from perfmodel.analytic import conventions as cv
@@ -25,9 +24,6 @@ class CommCost:
     cp_bytes: float
     """Context-parallel key/value exchange per GPU (ring attention)."""
     dp_time_s: float
-    dp_last_bucket_s: float = 0.0
-    """DDP: the all-reduce of the last bucket (the first layers' gradients), which starts when the
-    backward ends and so is never hidden behind it."""
     tp_time_s: float
     pp_time_s: float
     cp_time_s: float
@@ -64,11 +60,9 @@ def _members_per_domain(w: Workload, group: int, stride: int) -> int:
     return max(1, min(group, _domain_gpus(w) // max(stride, 1)))
 
 
-def collective_time_s(w: Workload, buffer_bytes: float, group: int, stride: int, calls: float = 1.0) -> float:
+def collective_time_s(w: Workload, buffer_bytes: float, group: int, stride: int) -> float:
     """Time of one ring all-gather or reduce-scatter of a `buffer_bytes` buffer over `group`
-    ranks whose members are `stride` ranks apart (an all-reduce is one of each), issued as
-    `calls` collectives (DDP's buckets): each call pays `cv.COLLECTIVE_LATENCY_S`, and the bytes
-    move at `cv.COLLECTIVE_BUS_EFFICIENCY` of the links' datasheet bandwidth.
+    ranks whose members are `stride` ranks apart (an all-reduce is one of each).
 
     Hierarchical, as NCCL runs it across nodes: the members inside one scale-up domain (g of
     them) exchange over the intra-node fabric (buffer x (g-1)/g per GPU), and the k domains
@@ -79,15 +73,7 @@ def collective_time_s(w: Workload, buffer_bytes: float, group: int, stride: int,
     intra, inter = _links_bytes_per_s(w)
     per_domain = _members_per_domain(w, group, stride)
     domains = -(-group // per_domain)
-    wire = buffer_bytes * _ring(per_domain) / intra + buffer_bytes * _ring(domains) / (per_domain * inter)
-    return calls * cv.COLLECTIVE_LATENCY_S + wire / cv.COLLECTIVE_BUS_EFFICIENCY
-
-
-def _calls(buffer_bytes: float, strategy: str) -> float:
-    """Collectives one data-parallel buffer is issued as: DDP's 25 MiB buckets, one otherwise."""
-    if strategy != "ddp":
-        return 1.0
-    return float(max(1, math.ceil(buffer_bytes / cv.DDP_BUCKET_BYTES)))
+    return buffer_bytes * _ring(per_domain) / intra + buffer_bytes * _ring(domains) / (per_domain * inter)
 
 
 def send_time_s(w: Workload, nbytes: float, stride: int) -> float:
@@ -122,9 +108,7 @@ def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
     else:  # ddp all-reduce = reduce-scatter + all-gather
         dp_buffers = [shard_params * grad_bytes] * 2
     dp_bytes = sum(dp_buffers) * _ring(group)
-    dp_time = sum(collective_time_s(w, b, group, tp, _calls(b, par.strategy)) for b in dp_buffers)
-    last = min(dp_buffers, default=0.0)
-    dp_last = 2.0 * collective_time_s(w, min(last, cv.DDP_BUCKET_BYTES), group, tp) if par.strategy == "ddp" else 0.0
+    dp_time = sum(collective_time_s(w, b, group, tp) for b in dp_buffers)
     tp_bytes = tp_time = pp_bytes = pp_time = cp_bytes = cp_time = 0.0
     if w.model.is_transformer:
         tokens = float(t.seq_len) / cp * t.micro_batch_size  # this rank's share of the sequence
@@ -153,7 +137,6 @@ def estimate_comm(w: Workload, params: ParamCounts | None = None) -> CommCost:
         pp_bytes=pp_bytes,
         cp_bytes=cp_bytes,
         dp_time_s=dp_time,
-        dp_last_bucket_s=dp_last,
         tp_time_s=tp_time,
         pp_time_s=pp_time,
         cp_time_s=cp_time,

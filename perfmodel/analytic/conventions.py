@@ -97,16 +97,6 @@ bytes; two buckets are in flight (one reducing, one filling)."""
 
 DDP_BUCKETS_IN_FLIGHT = 2
 
-COLLECTIVE_LATENCY_S = 17e-6
-"""Time of one NCCL reduce-scatter or all-gather beyond its bytes: half of the 34 us intercept
-of XLA's measured all-reduces on 8 H100 SXM (sm_90; 1 KiB-2 GiB f32 buffers; a least-squares fit of
-t = alpha + bytes x 2 (n-1)/n / busbw in log time: `python bench/xla_collective_check.py HEADER`),
-xla/service/gpu/model/collective_interpolator_data.h (tensorflow/tensorflow@9bebee8e)."""
-
-COLLECTIVE_BUS_EFFICIENCY = 0.77
-"""Bus bandwidth an NCCL ring reaches over the links' datasheet bandwidth: 346 GB/s of 450 in
-the same fit. One number for every fabric (the only measured table); an assumption elsewhere."""
-
 FSDP_GATHERED_LAYERS = 2
 """Unsharded layers held at once under FSDP/ZeRO-3: the current layer and the prefetched next one
 (FSDP backward_prefetch=BACKWARD_PRE, `limit_all_gathers`; DeepSpeed stage3_prefetch_bucket)."""

@@ -164,7 +164,7 @@ def estimate_neural(
         window = micro * (1.0 - flops.forward_share) * accum  # each micro-batch's reduce behind its backward
     else:
         window = micro * (1.0 - flops.forward_share)  # the last micro-batch's backward
-    exposed_dp = max(comm.dp_last_bucket_s, comm.dp_time_s - window)
+    exposed_dp = max(0.0, comm.dp_time_s - window)
     exposed_cp = max(0.0, comm.cp_time_s - busy)  # ring attention hides it behind the step's compute
     exposed = exposed_dp + exposed_cp + comm.tp_time_s + comm.pp_time_s
     t_bound = busy * bubble + exposed
