@@ -13,8 +13,8 @@ Normalisation (speed rows only; memory rows and `no-grad-forward` are skipped):
 - A sweep whose time stays flat while its bytes grow 4x or more (largest / smallest size < 1.5x) is
   left out: a fixed harness cost dominates it, not the kernel (the B200 backward and full sweeps of
   the 2026 cutile harness: e.g. rope backward 0.51-0.54 ms from 1k to 8k tokens).
-- Providers: `huggingface` / `torch` = eager; `liger*` = fused; `torch_compile`, Megatron's
-  `bias_swiglu_impl` and its `megatron-fused` cross-entropy (`@jit_fuser` = torch.compile) = compiled.
+- Providers: `huggingface` / `torch` = eager; `liger*`, `megatron-fused` = fused; `torch_compile`
+  and Megatron's `bias_swiglu_impl` (`@jit_fuser` = torch.compile) = compiled.
 
 Kept kernels: rms_norm, layer_norm, megatron_rms_norm, fused_add_rms_norm (the eager provider:
 residual add + RMSNorm, as two summed works), rope, cross_entropy, megatron_cross_entropy,
@@ -90,11 +90,6 @@ def _provider_impl(kernel: str, provider: str) -> str | None:
     if provider in ("huggingface", "torch"):
         return "eager"
     if provider == "torch_compile" or (kernel == "megatron_swiglu" and provider == "megatron"):
-        return "compiled"
-    if kernel == "megatron_cross_entropy" and provider == "megatron-fused":
-        # fused_vocab_parallel_cross_entropy: `@jit_fuser` (torch.compile) steps around an fp32 copy
-        # of the logits that it keeps for backward, not one pass over them (megatron/core/fusions/
-        # fused_cross_entropy.py); it times like the eager chain (0.9-1.0x on H100), Liger's 2-2.5x faster
         return "compiled"
     if kernel == "megatron_rms_norm" and provider == "megatron":
         return "eager"  # WrappedTorchNorm returns a plain torch.nn.RMSNorm
