@@ -631,7 +631,8 @@ def _outside_layers(
         out.append(
             PlannedKernel(
                 label="loss (fused linear cross-entropy)",
-                work=loss_work(tokens_mm, v_local, logits_dtype, impl="fused", phase="full"),
+                # the kernel's forward writes the logits' gradient; its backward scales other tensors
+                work=loss_work(tokens_mm, v_local, logits_dtype, impl="fused", phase="forward"),
                 calls=last,
             )
         )
