@@ -13,11 +13,6 @@ Normalisation (speed rows only; memory rows and `no-grad-forward` are skipped):
 - A sweep whose time stays flat while its bytes grow 4x or more (largest / smallest size < 1.5x) is
   left out: a fixed harness cost dominates it, not the kernel (the B200 backward and full sweeps of
   the 2026 cutile harness: e.g. rope backward 0.51-0.54 ms from 1k to 8k tokens).
-- Phases are those the timed call runs: benchmark_megatron_cross_entropy.py's `backward` mode
-  reruns the forward in every timed call (Megatron's fused CE writes its gradient into saved
-  tensors, so the script cannot repeat a backward alone), so it is a `full` row (`TIMED_PHASES`);
-  its first version's (0400d313) `full` mode never resets `logits.grad`, so each call also adds
-  its gradient into the last one (a bf16 add over the logits, summed into the row's work).
 - Providers: `huggingface` / `torch` = eager; `liger*`, `megatron-fused` = fused; `torch_compile`
   and Megatron's `bias_swiglu_impl` (`@jit_fuser` = torch.compile) = compiled.
 
@@ -225,16 +220,6 @@ MAKERS: dict[str, Maker] = {
 }
 
 
-TIMED_PHASES: dict[tuple[str, str], str] = {("megatron_cross_entropy", "backward"): "full"}
-"""(kernel, mode) -> the phases the script's timed call runs, where they differ from the mode's name."""
-TIMED_PHASE_NOTES = {
-    "megatron_cross_entropy": (
-        "benchmark_megatron_cross_entropy.py (both versions, 0400d313 and 80f19ad7) times a fresh "
-        "forward and backward in its backward mode ('Measurement therefore includes forward time')"
-    ),
-}
-
-
 SERIES = ("kernel_name", "kernel_provider", "kernel_operation_mode", "extra_benchmark_config_str", "gpu_name",
           "source_file", "first_commit", "timestamp")  # fmt: skip
 """Columns that identify one size sweep (x varies within it)."""
@@ -278,11 +263,7 @@ def import_liger_kernel_benchmarks(path: str | Path) -> KernelImport:
             out.skip(f"{kernel}: provider {provider}, gpu or dtype not mapped")
             continue
         x: Any = r["x_value"] if r["x_name"] == "model_config" else float(r["x_value"])
-        phase = TIMED_PHASES.get((kernel, mode), mode)
-        work = MAKERS[kernel](cfg, x, str(r["x_name"]), dtype, impl, phase)
-        if work is not None and kernel == "megatron_cross_entropy" and mode == "full" and "TP" not in cfg:
-            # 0400d313's full mode never resets logits.grad: every call after the first adds into it
-            work = combine([work, W.elementwise_work(int(cfg["S"]) * int(cfg["B"]) * int(x), dtype, variant="add")])
+        work = MAKERS[kernel](cfg, x, str(r["x_name"]), dtype, impl, mode)
         if work is None:
             out.skip(
                 f"{kernel}: provider {provider} in {dtype} (fused-add kernel or cast chain not modelled)"
@@ -298,8 +279,6 @@ def import_liger_kernel_benchmarks(path: str | Path) -> KernelImport:
         notes = f"x {r['x_name']}={r['x_value']}, config {r['extra_benchmark_config_str']}"
         if kernel in SCRIPT_DTYPES and '"dtype"' not in str(r["extra_benchmark_config_str"]):
             notes += f"; dtype from the script: {SCRIPT_DTYPES[kernel][1]}"
-        if (kernel, str(r["kernel_operation_mode"])) in TIMED_PHASES:
-            notes += f"; mode {r['kernel_operation_mode']} times {work.phase}: {TIMED_PHASE_NOTES[kernel]}"
         if kernel == "rms_norm" and work.impl == "eager":
             notes += (
                 "; the script's LlamaRMSNorm keeps an fp32 weight (its output is fp32), the census's is bf16"

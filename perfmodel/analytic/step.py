@@ -631,8 +631,7 @@ def _outside_layers(
         out.append(
             PlannedKernel(
                 label="loss (fused linear cross-entropy)",
-                # the kernel's forward writes the logits' gradient; its backward scales other tensors
-                work=loss_work(tokens_mm, v_local, logits_dtype, impl="fused", phase="forward"),
+                work=loss_work(tokens_mm, v_local, logits_dtype, impl="fused", phase="full"),
                 calls=last,
             )
         )

@@ -245,15 +245,12 @@ def _work(
     eager: tuple[float, float] | None,
     shape: tuple[int, ...],
     fused_backward_launches: int = 1,
-    fused_moved: float | None = None,
 ) -> KernelWork:
     _check_impl(impl)
     if impl == "eager" and eager is not None:
         launches, moved = eager
     else:
         launches, moved = _fused_launches(phase, fused_backward_launches if impl == "fused" else 2), ideal
-        if impl == "fused" and fused_moved is not None:
-            moved = fused_moved
     return KernelWork(
         kind=kind,
         impl=impl,
@@ -549,21 +546,13 @@ def loss_work(
 ) -> KernelWork:
     """Cross-entropy over the vocabulary on given logits (tokens x vocab in `dtype`; the LM head is a
     matmul work). Eager = Hugging Face ForCausalLMLoss: 16-bit logits are upcast to fp32 first.
-
-    Fused = Liger's kernel (linkedin/Liger-Kernel src/liger_kernel/ops/cross_entropy.py
-    `liger_cross_entropy_kernel`, one program per row): its forward reads the row twice (the online
-    max and sum, then the gradient) and writes the gradient over the logits, so the forward moves
-    three times the logits (ideally: read them once); its backward scales that stored
-    gradient by the incoming one (`element_mul_kernel`: read and write; skipped when that is exactly
-    1.0). Fused linear cross-entropy runs the same kernel chunk by chunk, and its backward scales the
-    hidden and weight gradients instead: its loss is this work's forward."""
+    Fused ideal: read the logits once, write their gradient once (Liger computes it in forward)."""
     _check_dims("loss_work", tokens=tokens, vocab=vocab)
     e = _e(dtype)
     el = float(tokens * vocab)
-    ideal = moved = 0.0
+    ideal = 0.0
     for ph in _phases(phase):
         ideal += (el * e + tokens * 8) if ph == "forward" else 2 * el * e
-        moved += (3 * el * e + tokens * 8) if ph == "forward" else 2 * el * e
     if phase == "full":
         ideal = 2 * el * e + tokens * 8  # one pass: read the logits, write their gradient
     eager = _census("loss", "cross_entropy", dtype, phase, (el, vocab, tokens))
@@ -577,7 +566,6 @@ def loss_work(
         ideal=ideal,
         eager=eager,
         shape=(tokens, vocab),
-        fused_moved=moved,
     )
 
 
