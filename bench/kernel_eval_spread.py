@@ -5,7 +5,7 @@ Each perturbation drops every `--every`-th row of the kernel table (a different 
 before the folds are fitted, then predicts every row of each held-out accelerator as
 `perfmodel.kernels.evaluate` does (the same table, measured ceilings removed). Per kernel kind: the
 median error of the unperturbed folds and the lowest and highest over the perturbations. A
-kind whose range spans several points cannot show a change smaller than that (README, "Accuracy":
+kind whose range spans several points cannot show a change smaller than that (docs/accuracy-history.md:
 changes tried and not kept). A diagnostic: it changes no model.
 
     python bench/kernel_eval_spread.py [--perturbations 3] [--every 50]

@@ -234,7 +234,7 @@ adds on the host (the CUDA caching allocator, stream and device guards, the driv
 B200 eager Llama-3.2-1B steps at micro-batch 1 x 512 (ml-engineering's torch-compile bench,
 48.8 ms measured against a device time of ~20 ms: ~19.7 us per op of the plan), and issue 21's
 H200 check (micro-batches 1-4 host-bound and predicted too fast at 8 us). Chosen after seeing
-those rows (README, "Accuracy"). The host runs ahead of the device, so a micro-batch takes the
+those rows (docs/accuracy-history.md). The host runs ahead of the device, so a micro-batch takes the
 larger of the two; `perfmodel calibrate` measures the user's own host."""
 
 

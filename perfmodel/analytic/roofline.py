@@ -132,7 +132,7 @@ TF32_NOTE = (
     "GEMM near 0.94 of peak on an H100, where XLA's measured H100 GEMMs of 2^36 FLOP or more reach 0.54-0.82 "
     "(bench/xla_gemm_check.py); the learned part corrects it only near tf32 runs it was trained on"
 )
-"""The note of a step whose matmuls run in tf32 on tensor cores (README, "Accuracy", model 29)."""
+"""The note of a step whose matmuls run in tf32 on tensor cores (docs/accuracy-history.md, model 29)."""
 
 
 def estimate_neural(

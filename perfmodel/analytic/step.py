@@ -87,7 +87,7 @@ APPROXIMATE_PLANS: dict[str, str] = {
     "costed; the plan is a GPT-style decoder of the same size",
 }
 """Model families (the catalog's `family`) whose kernel plan is a stated approximation, with what it
-leaves out (README, "Accuracy"; `perfmodel.learn.regimes` gives them a kind of their own, and
+leaves out (docs/accuracy-history.md; `perfmodel.learn.regimes` gives them a kind of their own, and
 the feature `plan_approximate` tells the learned residual). Their held-out errors are the plan's (measured 2-8x slower than
 their plan on every accelerator and source) and say nothing about how far an LLM or an MLP that
 the plan does cost op by op can be off, so they form their own kind: pooled with decoders, they

@@ -198,7 +198,7 @@ and fitted with the eager sources it made the held-out matmul error 14.4% -> 15.
 10% -> 26%) and A100's eager attention 16.7% -> 29.9%; `python bench/xla_gemm_check.py HEADER`
 compares the kernel model with it (GEMMs under 2^33 FLOP priced at 0.28-0.35 of XLA's FLOP/s) and
 gives tf32's share of peak against bf16's (median 0.85, where the kernel model has 0.94 against 0.78
-on an H100's big GEMMs: README, "Accuracy", model 29).
+on an H100's big GEMMs: docs/accuracy-history.md, model 29).
 
 Why the target is not met: a kind measured on two or three accelerators (loss, rotary, the fused
 kernels) is predicted for one of them from the other one or two (attention, measured on A100 only,
@@ -212,6 +212,7 @@ slower than their tile and bandwidth terms say. Loss: the eager cross-entropy's 
 census's, one read of each tensor, where PyTorch's CUDA log_softmax reads a row wider than its 48 KB
 of shared memory three times in forward and the upstream gradient twice in backward (SoftMax.cu);
 counted that way, with Liger's kernel and its benchmarks' gradient copies counted too, the loss's
-held-out error was 23%, but the refit made the training steps' predictions worse (README,
-"Accuracy", model 26), so the table keeps the census's bytes.
+held-out error was 23% (20.8% when repeated on model 29's code), but the refit made the training
+steps' predictions worse (docs/accuracy-history.md, models 26 and 29), so the table keeps the
+census's bytes.
 """.splitlines()

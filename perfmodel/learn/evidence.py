@@ -15,7 +15,7 @@ kernel measurements time them (autograd, allocator, Python between ops, the trai
 what an approximate plan leaves out), except for an eager transformer on an accelerator: its plan is
 every kernel PyTorch dispatches, so far from evidence it is the kernel model alone, b(x) = 0: the eager
 overhead is set mostly by timm's CNNs, which the plan costs as representative convolutions, and it
-made eager transformers of other sources too slow (README, "Accuracy"; issue 21's H200 check found
+made eager transformers of other sources too slow (docs/accuracy-history.md; issue 21's H200 check found
 41 of 45 eager decoders predicted too slow);
 
 where n is the number of measured runs (one vote per run) in the training data that share the

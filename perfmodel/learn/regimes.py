@@ -91,7 +91,7 @@ def cell_keys(regime: tuple[str, ...]) -> list[str]:
     resembles (timm's CNNs with timm held out) is predicted like the other eager jobs - the kernel
     plan as PyTorch dispatches it, op by op - and errs like them, not like the fused CNN pipelines
     of DLE and Lambda, whose errors are their recipes' (what they fuse, DALI, channels-last); those
-    made a held-out eager CNN's interval x6.6 wide for ~17% median error (README, "Accuracy"). A
+    made a held-out eager CNN's interval x6.6 wide for ~17% median error (docs/accuracy-history.md). A
     fused job has no such cell: what a fused stack fuses differs by kind, so its kind stays the
     closer stand-in (with a fused stack cell, held-out fused regimes widened)."""
     keys = ["|".join(regime[:k]) for k in range(len(regime), 0, -1)] + ["*"]
