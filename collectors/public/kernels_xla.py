@@ -27,7 +27,7 @@ accelerator held out), it moved the shared GEMM shape terms and made the other s
 says about tf32 (its share of its peak is a median 0.85 of bf16's on the same big shapes, where the
 kernel model prices tf32 at 0.94 of peak on an H100, beside 0.78 for bf16) was tried as a kernel
 term and not kept: the kernel model alone got better on the fp32 / tf32 training rows, the learned
-model worse held out (README, "Accuracy", model 29).
+model worse held out (docs/accuracy-history.md, model 29).
 """
 
 from __future__ import annotations

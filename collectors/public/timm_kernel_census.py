@@ -5,7 +5,7 @@ backward, not by its layers, and used to cut its FLOPs into convolutions of one 
 (ResNet-50's third stage): ResNet-50 came out as 19 such convolutions, a ghostnet_050 as 0.2 and
 a resnetv2_152x4 at 480 px as 3,657. Eager PyTorch launches one kernel per operator, so the count
 sets the per-kernel device and host time; the sweep's small models ran slower than that plan and
-its large ones faster (README, "Accuracy"). This script counts what each model really dispatches.
+its large ones faster (docs/accuracy-history.md). This script counts what each model really dispatches.
 
 For every (model, train image size) of the sweep it builds the model on PyTorch's meta device
 (shapes only: no memory, no arithmetic; timm 0.9.16, as timm_activations.py; a model whose
